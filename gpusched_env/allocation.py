@@ -1,0 +1,231 @@
+"""Who runs where: allocation bookkeeping and decision validation, shared by every backend.
+
+The simulator and the real backend both keep one :class:`ClusterState`; it validates each batch of
+decisions against the rules below and raises :class:`InvalidDecision` naming the broken rule.
+
+Rules: ``job-unknown``, ``job-not-pending``, ``job-not-running``, ``duplicate-job``, ``gpu-count``,
+``gpu-exists``, ``gpu-distinct``, ``gpu-down``, ``gpu-type``, ``sm-share``, ``max-jobs-per-gpu``,
+``gpu-memory``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpusched_env.topology import Topology
+from gpusched_env.types import Decision, InvalidDecision, Job, Migrate, Preempt, Start
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """Where a running job is: its GPUs, MPS SM share and when it (re)started there."""
+
+    gpus: tuple[int, ...]
+    sm_share: float
+    since_s: float
+
+
+@dataclass
+class Applied:
+    """The effect of one batch of decisions, for the backend to act on."""
+
+    started: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)
+    migrated: list[int] = field(default_factory=list)
+
+    @property
+    def touched_gpus_empty(self) -> bool:
+        return not (self.started or self.preempted or self.migrated)
+
+
+def _pending_key(job: Job) -> tuple[float, int]:
+    return (job.arrival_s, job.job_id)
+
+
+class ClusterState:
+    """Allocation state of one cluster: pending queue (arrival order), running jobs, per-GPU load."""
+
+    def __init__(self, topology: Topology, max_jobs_per_gpu: int = 4) -> None:
+        if max_jobs_per_gpu < 1:
+            raise ValueError(f"cluster.max_jobs_per_gpu must be >= 1, got {max_jobs_per_gpu}")
+        self.topology = topology
+        self.max_jobs_per_gpu = max_jobs_per_gpu
+        n = topology.n_gpus
+        self.resident: list[list[int]] = [[] for _ in range(n)]
+        self.n_resident = np.zeros(n, dtype=np.int64)
+        self.mem_used = np.zeros(n, dtype=np.float64)
+        self.share_used = np.zeros(n, dtype=np.float64)  # sum of gpu_fraction of resident jobs
+        self.up = np.ones(n, dtype=bool)
+        self.jobs: dict[int, Job] = {}
+        self.pending: list[Job] = []  # sorted by (arrival, id)
+        self._pending_keys: list[tuple[float, int]] = []
+        self.running: dict[int, Allocation] = {}
+
+    # -- queue -------------------------------------------------------------------------------
+    def submit(self, job: Job) -> None:
+        if job.job_id in self.jobs:
+            raise ValueError(f"job id {job.job_id} submitted twice")
+        self.jobs[job.job_id] = job
+        self._enqueue(job)
+
+    def _enqueue(self, job: Job) -> None:
+        key = _pending_key(job)
+        i = bisect.bisect_right(self._pending_keys, key)
+        self._pending_keys.insert(i, key)
+        self.pending.insert(i, job)
+
+    def _dequeue(self, job: Job) -> None:
+        key = _pending_key(job)
+        i = bisect.bisect_left(self._pending_keys, key)
+        if i >= len(self.pending) or self._pending_keys[i] != key:
+            raise InvalidDecision("job-not-pending", f"job {job.job_id} is not in the queue")
+        del self._pending_keys[i]
+        del self.pending[i]
+
+    def is_pending(self, job_id: int) -> bool:
+        job = self.jobs.get(job_id)
+        if job is None or job_id in self.running:
+            return False
+        key = _pending_key(job)
+        i = bisect.bisect_left(self._pending_keys, key)
+        return i < len(self._pending_keys) and self._pending_keys[i] == key
+
+    # -- GPU load ----------------------------------------------------------------------------
+    def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
+        for g in gpus:
+            if sign > 0:
+                self.resident[g].append(job.job_id)
+            else:
+                self.resident[g].remove(job.job_id)
+        idx = list(gpus)
+        self.n_resident[idx] += sign
+        self.mem_used[idx] += sign * job.mem_gb
+        self.share_used[idx] += sign * job.gpu_fraction
+
+    def release(self, job_id: int) -> Allocation:
+        """Remove a running job from its GPUs (finish, failure); it does not return to the queue."""
+        alloc = self.running.pop(job_id)
+        self._place(self.jobs[job_id], alloc.gpus, -1)
+        return alloc
+
+    def requeue(self, job_id: int) -> None:
+        """Put a job that was released back in the queue (failure restart)."""
+        self._enqueue(self.jobs[job_id])
+
+    def finish(self, job_id: int) -> Allocation:
+        alloc = self.release(job_id)
+        del self.jobs[job_id]
+        return alloc
+
+    @property
+    def free_mask(self) -> np.ndarray:
+        return (self.n_resident == 0) & self.up
+
+    # -- decisions ---------------------------------------------------------------------------
+    def _check_gpus(self, job: Job, gpus: tuple[int, ...], share: float) -> None:
+        topo = self.topology
+        if len(gpus) != job.num_gpus:
+            raise InvalidDecision(
+                "gpu-count", f"job {job.job_id} needs {job.num_gpus} GPU(s), decision gives {len(gpus)}"
+            )
+        if len(set(gpus)) != len(gpus):
+            raise InvalidDecision("gpu-distinct", f"job {job.job_id} given GPUs {gpus} with repeats")
+        for g in gpus:
+            if not 0 <= g < topo.n_gpus:
+                raise InvalidDecision("gpu-exists", f"GPU {g} does not exist (cluster has {topo.n_gpus})")
+            if not self.up[g]:
+                raise InvalidDecision("gpu-down", f"GPU {g} is down (node failure)")
+            if job.gpu_type is not None and topo.gpu_type_of(g) != job.gpu_type:
+                raise InvalidDecision(
+                    "gpu-type", f"job {job.job_id} needs {job.gpu_type}, GPU {g} is {topo.gpu_type_of(g)}"
+                )
+        if not 0.0 < share <= 1.0:
+            raise InvalidDecision("sm-share", f"job {job.job_id}: sm_share {share} not in (0, 1]")
+
+    def _job(self, job_id: int) -> Job:
+        job = self.jobs.get(job_id)
+        if job is None:
+            raise InvalidDecision("job-unknown", f"job {job_id} is not in the system")
+        return job
+
+    def apply(self, decisions: Iterable[Decision], now: float) -> Applied:
+        """Validate and apply a batch: preemptions, then migrations, then starts.
+
+        Capacity rules are checked on the state the whole batch would leave, so a batch may swap
+        jobs between GPUs. Everything is checked before anything changes: on error the state is
+        unchanged.
+        """
+        decisions = list(decisions)
+        if not decisions:
+            return Applied()
+        seen: set[int] = set()
+        for d in decisions:
+            if d.job_id in seen:
+                raise InvalidDecision("duplicate-job", f"job {d.job_id} appears twice in one batch")
+            seen.add(d.job_id)
+            job = self._job(d.job_id)
+            if isinstance(d, Start):
+                if d.job_id in self.running or not self.is_pending(d.job_id):
+                    raise InvalidDecision("job-not-pending", f"Start for job {d.job_id}, which is not queued")
+                self._check_gpus(job, d.gpus, d.sm_share)
+            else:
+                if d.job_id not in self.running:
+                    kind = type(d).__name__
+                    raise InvalidDecision("job-not-running", f"{kind} for job {d.job_id}, which is not running")
+                if isinstance(d, Migrate):
+                    self._check_gpus(job, d.gpus, d.sm_share)
+        self._check_capacity(decisions)
+        applied = Applied()
+        moves = [d for d in decisions if isinstance(d, Migrate)]
+        for d in decisions:
+            if isinstance(d, Preempt):
+                self.release(d.job_id)
+                self._enqueue(self.jobs[d.job_id])
+                applied.preempted.append(d.job_id)
+        for m in moves:
+            self.release(m.job_id)
+        for m in moves:
+            self._place(self.jobs[m.job_id], m.gpus, +1)
+            self.running[m.job_id] = Allocation(m.gpus, m.sm_share, now)
+            applied.migrated.append(m.job_id)
+        for d in decisions:
+            if isinstance(d, Start):
+                job = self.jobs[d.job_id]
+                self._dequeue(job)
+                self._place(job, d.gpus, +1)
+                self.running[d.job_id] = Allocation(d.gpus, d.sm_share, now)
+                applied.started.append(d.job_id)
+        return applied
+
+    def _check_capacity(self, decisions: list[Decision]) -> None:
+        """Check per-GPU job count and memory on the state the batch would leave."""
+        dn: dict[int, int] = {}
+        dmem: dict[int, float] = {}
+
+        def add(job: Job, gpus: tuple[int, ...], sign: int) -> None:
+            for g in gpus:
+                dn[g] = dn.get(g, 0) + sign
+                dmem[g] = dmem.get(g, 0.0) + sign * job.mem_gb
+
+        for d in decisions:
+            job = self.jobs[d.job_id]
+            if not isinstance(d, Start):
+                add(job, self.running[d.job_id].gpus, -1)
+            if not isinstance(d, Preempt):
+                add(job, d.gpus, +1)
+        for g in sorted(dn):
+            n = int(self.n_resident[g]) + dn[g]
+            if n > self.max_jobs_per_gpu:
+                raise InvalidDecision(
+                    "max-jobs-per-gpu",
+                    f"GPU {g} would hold {n} jobs (limit {self.max_jobs_per_gpu}); resident now: {self.resident[g]}",
+                )
+            mem = float(self.mem_used[g]) + dmem[g]
+            if mem > self.topology.gpu_mem_gb[g] + 1e-9:
+                raise InvalidDecision(
+                    "gpu-memory", f"GPU {g} would use {mem:.1f} GB of {self.topology.gpu_mem_gb[g]:.1f} GB"
+                )

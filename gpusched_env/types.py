@@ -1,0 +1,111 @@
+"""Typed records shared by the simulator, the policies and the real backend.
+
+A policy sees a read-only :class:`~gpusched_env.view.ClusterView` and returns a list of
+:data:`Decision` values; backends validate and apply them. Nothing here imports a backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PERF_CLASSES: tuple[str, ...] = ("A", "B", "C", "D")
+"""PAL's application classes (CALIBRATION.md, PAL). Index = column of the variability matrix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One training job as submitted. Static: the backend keeps the dynamic state apart.
+
+    Attributes:
+        job_id: unique, non-negative integer.
+        arrival_s: submit time, seconds from the start of the run.
+        num_gpus: GPUs requested (>= 1).
+        work_iters: iterations to run (the unit of work; time = iterations x iteration time).
+        model: a name in the model catalogue (:mod:`gpusched_env.catalog`).
+        perf_class: PAL class "A".."D" of the model (variability column).
+        mem_gb: GPU memory used on each of its GPUs.
+        gpu_fraction: share of one GPU requested (Alibaba ``gpu_milli``/1000); 1.0 = whole GPUs.
+        priority: larger = more important (EaCO / Tally high-priority jobs use > 0).
+        deadline_s: absolute completion deadline in seconds, or None (no SLO).
+        gpu_type: required GPU type (Alibaba ``gpu_spec``), or None for any.
+        tracked: False for background load that competes for GPUs but is left out of metrics
+            (PAL's artifact keeps arrivals going after the tracked jobs).
+    """
+
+    job_id: int
+    arrival_s: float
+    num_gpus: int
+    work_iters: float
+    model: str
+    perf_class: str = "A"
+    mem_gb: float = 0.0
+    gpu_fraction: float = 1.0
+    priority: int = 0
+    deadline_s: float | None = None
+    gpu_type: str | None = None
+    tracked: bool = True
+
+    @property
+    def class_index(self) -> int:
+        return PERF_CLASSES.index(self.perf_class)
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Start (or resume) a pending job on ``gpus``; ``sm_share`` is its MPS SM share in (0, 1]."""
+
+    job_id: int
+    gpus: tuple[int, ...]
+    sm_share: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Checkpoint a running job and put it back in the queue."""
+
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    """Move a running job to other GPUs (checkpoint + resume; costs one restart)."""
+
+    job_id: int
+    gpus: tuple[int, ...]
+    sm_share: float = 1.0
+
+
+Decision = Start | Preempt | Migrate
+
+
+class InvalidDecision(ValueError):
+    """A policy returned a decision that breaks a rule; the message names the rule."""
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(f"invalid decision [{rule}]: {detail}")
+        self.rule = rule
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """What happened to one job; the input of :mod:`gpusched_env.metrics`."""
+
+    job: Job
+    first_start_s: float | None = None
+    finish_s: float | None = None
+    gpu_seconds: float = 0.0
+    energy_j: float = 0.0
+    preemptions: int = 0
+    restarts: int = 0
+    migrations: int = 0
+    deadline_met: bool | None = None
+
+    @property
+    def jct_s(self) -> float:
+        assert self.finish_s is not None, f"job {self.job.job_id} has not finished"
+        return self.finish_s - self.job.arrival_s
+
+    @property
+    def queue_s(self) -> float:
+        assert self.first_start_s is not None
+        return self.first_start_s - self.job.arrival_s

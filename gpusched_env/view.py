@@ -1,0 +1,119 @@
+"""The read-only view of a cluster that every policy receives, from any backend."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from gpusched_env.allocation import Allocation, ClusterState
+from gpusched_env.topology import Topology
+from gpusched_env.types import Job
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """Dynamic state of one job, as the backend knows it now."""
+
+    done_iters: float
+    remaining_iters: float  # oracle knowledge (SRTF uses it; documented)
+    attained_gpu_s: float  # GPU-seconds of service so far (LAS, Tiresias)
+    iters_per_s: float  # current measured speed; 0 when not running
+    restarts: int
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
+class ClusterView:
+    """What a policy may read: time, topology, per-GPU load, queue, running jobs, progress.
+
+    Arrays are read-only views of the backend's state (valid during one ``decide`` call).
+    ``slowdown`` is the scheduler-visible per-GPU, per-class slowdown profile (n_gpus x 4),
+    e.g. from a variability profiling run; the backend's true speeds may differ.
+    """
+
+    __slots__ = ("_state", "now", "slowdown", "_progress", "_power_w", "_util")
+
+    def __init__(
+        self,
+        state: ClusterState,
+        now: float,
+        slowdown: np.ndarray,
+        progress: Callable[[int], JobProgress],
+        gpu_power_w: np.ndarray | None = None,
+        gpu_util: np.ndarray | None = None,
+    ) -> None:
+        self._state = state
+        self.now = now
+        self.slowdown = _readonly(slowdown)
+        self._progress = progress
+        n = state.topology.n_gpus
+        self._power_w = _readonly(gpu_power_w if gpu_power_w is not None else np.zeros(n))
+        self._util = _readonly(gpu_util if gpu_util is not None else np.zeros(n))
+
+    @property
+    def topology(self) -> Topology:
+        return self._state.topology
+
+    @property
+    def n_gpus(self) -> int:
+        return self._state.topology.n_gpus
+
+    @property
+    def free(self) -> np.ndarray:
+        """(n_gpus,) bool: up and holding no job."""
+        return _readonly(self._state.free_mask)
+
+    @property
+    def up(self) -> np.ndarray:
+        return _readonly(self._state.up)
+
+    @property
+    def n_resident(self) -> np.ndarray:
+        return _readonly(self._state.n_resident)
+
+    @property
+    def mem_free_gb(self) -> np.ndarray:
+        return self._state.topology.gpu_mem_gb - self._state.mem_used
+
+    @property
+    def share_used(self) -> np.ndarray:
+        """(n_gpus,) sum of the requested GPU fractions of resident jobs."""
+        return _readonly(self._state.share_used)
+
+    @property
+    def gpu_util(self) -> np.ndarray:
+        """(n_gpus,) current utilisation in [0, 1] (model or telemetry)."""
+        return self._util
+
+    @property
+    def gpu_power_w(self) -> np.ndarray:
+        return self._power_w
+
+    @property
+    def max_jobs_per_gpu(self) -> int:
+        return self._state.max_jobs_per_gpu
+
+    def resident(self, gpu: int) -> tuple[int, ...]:
+        return tuple(self._state.resident[gpu])
+
+    @property
+    def pending(self) -> Sequence[Job]:
+        """Queued jobs in arrival order (do not mutate)."""
+        return self._state.pending
+
+    @property
+    def running(self) -> Mapping[int, Allocation]:
+        return MappingProxyType(self._state.running)
+
+    def job(self, job_id: int) -> Job:
+        return self._state.jobs[job_id]
+
+    def progress(self, job_id: int) -> JobProgress:
+        return self._progress(job_id)
