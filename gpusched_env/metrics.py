@@ -1,0 +1,82 @@
+"""Run results and the metrics every backend reports (definitions in README, "Metrics")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpusched_env.types import JobRecord
+
+J_PER_KWH = 3.6e6
+
+
+@dataclass
+class Timeline:
+    """Cluster state after each change: time (s), busy GPUs, cluster power (W)."""
+
+    t: list[float] = field(default_factory=list)
+    busy_gpus: list[int] = field(default_factory=list)
+    power_w: list[float] = field(default_factory=list)
+
+    def add(self, t: float, busy: int, power: float) -> None:
+        if self.t and self.t[-1] == t:
+            self.busy_gpus[-1], self.power_w[-1] = busy, power
+        else:
+            self.t.append(t)
+            self.busy_gpus.append(busy)
+            self.power_w.append(power)
+
+
+@dataclass
+class RunResult:
+    """Everything one (scenario, policy, seed) run produced, from any backend."""
+
+    records: list[JobRecord]
+    n_gpus: int
+    makespan_s: float
+    energy_j: float
+    busy_gpu_s: float
+    idle_floor_j: float = 0.0
+    timeline: Timeline | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def tracked(self) -> list[JobRecord]:
+        return [r for r in self.records if r.job.tracked]
+
+
+def compute_metrics(result: RunResult) -> dict[str, float]:
+    """The standard metrics of one run (tracked jobs only for job-level figures).
+
+    avg/p50/p95/p99_jct_s: job completion time (finish - arrival). avg_queue_s: first start -
+    arrival. makespan_s: time from the first arrival to the last completion. utilization: busy
+    GPU-seconds / (n_gpus x makespan), a GPU being busy while it holds at least one job.
+    energy_kwh: cluster energy (GPUs + node baseline) over the run. jobs_finished, preemptions,
+    restarts, migrations: counts. deadline_miss_rate: share of jobs with a deadline that missed it.
+    """
+    done = [r for r in result.tracked if r.finish_s is not None]
+    jct = np.array([r.jct_s for r in done], dtype=float)
+    queue = np.array([r.queue_s for r in done if r.first_start_s is not None], dtype=float)
+    m: dict[str, float] = {
+        "avg_jct_s": float(jct.mean()) if jct.size else float("nan"),
+        "p50_jct_s": float(np.percentile(jct, 50)) if jct.size else float("nan"),
+        "p95_jct_s": float(np.percentile(jct, 95)) if jct.size else float("nan"),
+        "p99_jct_s": float(np.percentile(jct, 99)) if jct.size else float("nan"),
+        "avg_queue_s": float(queue.mean()) if queue.size else float("nan"),
+        "makespan_s": float(result.makespan_s),
+        "utilization": float(result.busy_gpu_s / (result.n_gpus * result.makespan_s))
+        if result.makespan_s > 0
+        else 0.0,
+        "energy_kwh": float(result.energy_j / J_PER_KWH),
+        "job_energy_kwh": float(sum(r.energy_j for r in done) / J_PER_KWH),
+        "jobs_finished": float(len(done)),
+        "preemptions": float(sum(r.preemptions for r in result.tracked)),
+        "restarts": float(sum(r.restarts for r in result.tracked)),
+        "migrations": float(sum(r.migrations for r in result.tracked)),
+    }
+    with_deadline = [r for r in done if r.job.deadline_s is not None]
+    if with_deadline:
+        m["deadline_miss_rate"] = float(np.mean([not r.deadline_met for r in with_deadline]))
+    m.update(result.extra)
+    return m
