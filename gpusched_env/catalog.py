@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpusched_env.fitted import GPU_POWER_W
+
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -28,26 +30,26 @@ class GpuSpec:
     source: str
 
 
-# V100 power: data/calibration/power-zeus/summary_power_v100.csv. busy_w = highest average power
-# measured at the highest power limit (bert_base_uncased, 228.4 W); idle_w = lowest average power of
-# any run (ncf at 100 W limit, 36.2 W: an input-bound job that leaves the GPU near idle).
+# Power of V100, P100, A40, RTX6000: data/calibration/power-zeus (fitted.GPU_POWER_W): busy_w = highest
+# average power measured at the highest power limit; idle_w = lowest average power of any run (an
+# input-bound job that leaves the GPU near idle).
 # P100 speed 1/1.313 and K80 1/4.791: median V100/P100 and V100/K80 throughput ratio over the job
 # types of data/calibration/throughput/gavel_simulation_throughputs.json (83 and 80 types).
 GPUS: dict[str, GpuSpec] = {
-    "V100": GpuSpec("V100", 1.0, 32.0, 36.2, 228.4, 300.0, 80, "power-zeus v100; CALIBRATION.md datasheet"),
-    "P100": GpuSpec("P100", 1 / 1.313, 16.0, 33.5, 178.7, 250.0, 56, "power-zeus p100; gavel ratio"),
+    "V100": GpuSpec("V100", 1.0, 32.0, *GPU_POWER_W["V100"], 300.0, 80, "power-zeus v100; CALIBRATION.md datasheet"),
+    "P100": GpuSpec("P100", 1 / 1.313, 16.0, *GPU_POWER_W["P100"], 250.0, 56, "power-zeus p100; gavel ratio"),
     "K80": GpuSpec("K80", 1 / 4.791, 12.0, 25.0, 149.0, 150.0, 13, "gavel ratio; power: choice (datasheet TDP)"),
-    "A40": GpuSpec("A40", 1.3, 48.0, 82.5, 276.9, 300.0, 84, "power-zeus a40; speed: choice"),
-    "RTX6000": GpuSpec("RTX6000", 1.0, 24.0, 55.4, 252.5, 260.0, 72, "power-zeus rtx6000; speed: choice"),
+    "A40": GpuSpec("A40", 1.3, 48.0, *GPU_POWER_W["A40"], 300.0, 84, "power-zeus a40; speed: choice"),
+    "RTX6000": GpuSpec("RTX6000", 1.0, 24.0, *GPU_POWER_W["RTX6000"], 260.0, 72, "power-zeus rtx6000; speed: choice"),
     "A100": GpuSpec("A100", 2.0, 40.0, 50.0, 400.0, 400.0, 108, "CALIBRATION.md datasheet; speed, idle: choice"),
     "H100": GpuSpec("H100", 3.0, 80.0, 70.0, 700.0, 700.0, 132, "CALIBRATION.md datasheet; speed, idle: choice"),
     # Alibaba openb node types (openb_node_list_gpu_node.csv); no speed data: choices.
     "T4": GpuSpec("T4", 0.5, 16.0, 10.0, 70.0, 70.0, 40, "choice (datasheet TDP 70 W)"),
     "A10": GpuSpec("A10", 1.0, 24.0, 20.0, 150.0, 150.0, 72, "choice (datasheet TDP 150 W)"),
-    "G2": GpuSpec("G2", 1.0, 32.0, 36.2, 228.4, 300.0, 80, "choice: unnamed openb type, taken as V100"),
-    "G3": GpuSpec("G3", 1.0, 32.0, 36.2, 228.4, 300.0, 80, "choice: unnamed openb type, taken as V100"),
-    "V100M16": GpuSpec("V100M16", 1.0, 16.0, 36.2, 228.4, 300.0, 80, "as V100, 16 GB"),
-    "V100M32": GpuSpec("V100M32", 1.0, 32.0, 36.2, 228.4, 300.0, 80, "as V100, 32 GB"),
+    "G2": GpuSpec("G2", 1.0, 32.0, *GPU_POWER_W["V100"], 300.0, 80, "choice: unnamed openb type, taken as V100"),
+    "G3": GpuSpec("G3", 1.0, 32.0, *GPU_POWER_W["V100"], 300.0, 80, "choice: unnamed openb type, taken as V100"),
+    "V100M16": GpuSpec("V100M16", 1.0, 16.0, *GPU_POWER_W["V100"], 300.0, 80, "as V100, 16 GB"),
+    "V100M32": GpuSpec("V100M32", 1.0, 32.0, *GPU_POWER_W["V100"], 300.0, 80, "as V100, 32 GB"),
 }
 
 

@@ -1,0 +1,515 @@
+"""The discrete-event cluster simulator: one implementation of the backend protocol (SimPy).
+
+Job speed: iteration time = base time of its model on the GPU type × max over its GPUs of
+(variability factor for its class × co-location slowdown × transient straggler factor) × locality.
+Progress is integrated exactly between events; a job's completion event is rescheduled whenever
+its speed changes. Energy, busy GPU-time and per-job energy are integrated the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from gpusched_env.allocation import Applied, ClusterState
+from gpusched_env.catalog import GPUS, ModelSpec, model_spec
+from gpusched_env.fitted import QUANTILE_GRID, STRAGGLERS
+from gpusched_env.metrics import RunResult, Timeline
+from gpusched_env.power import PowerConfig, gpu_power_w
+from gpusched_env.sharing import Resident, SharingConfig, gpu_utilisation, slowdown
+from gpusched_env.topology import Topology
+from gpusched_env.types import Decision, Job, JobRecord
+from gpusched_env.variability import VariabilityConfig, drift, sample_factors
+from gpusched_env.view import ClusterView, JobProgress
+
+
+@dataclass(frozen=True)
+class LocalityConfig:
+    """``scenario.model.locality``: ``constant`` = PAL's penalty ``lf`` when a job spans nodes;
+    ``bandwidth`` = ring all-reduce of 4 B × parameters per iteration over the slowest link spanned."""
+
+    mode: str = "constant"
+    lf: float = 1.7  # PAL default (CALIBRATION.md)
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("constant", "bandwidth"):
+            raise ValueError(f"locality.mode must be constant or bandwidth, got {self.mode!r}")
+
+
+@dataclass(frozen=True)
+class StragglerConfig:
+    """``scenario.model.stragglers``: transient per-GPU slowdowns (off by default).
+
+    Each GPU alternates normal and straggling periods (exponential lengths). The straggling share
+    (``fraction``), mean episode length and slowdown distribution come from the Alibaba PAI
+    mini-batch data (fitted.STRAGGLERS); ``sample_s`` (the data's sampling step in seconds) is a
+    choice, as the data gives sample indices, not seconds. ``fraction_scale`` scales the share: the
+    PAI workers shared GPUs, so dedicated-GPU clusters straggle less (choice).
+    """
+
+    enabled: bool = False
+    fraction_scale: float = 0.1
+    sample_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class FailureConfig:
+    """``scenario.model.failures``: node failures (off when ``mtbf_h`` is null)."""
+
+    mtbf_h: float | None = None
+    repair_s: float = 3600.0  # choice
+    checkpoint_interval_s: float = 1800.0  # choice: work since the last checkpoint is lost
+
+
+@dataclass(frozen=True)
+class SimModel:
+    """``scenario.model``: every physical option of the simulator."""
+
+    variability: VariabilityConfig = field(default_factory=VariabilityConfig)
+    locality: LocalityConfig = field(default_factory=LocalityConfig)
+    power: PowerConfig = field(default_factory=PowerConfig)
+    sharing: SharingConfig = field(default_factory=SharingConfig)
+    stragglers: StragglerConfig = field(default_factory=StragglerConfig)
+    failures: FailureConfig = field(default_factory=FailureConfig)
+    restart_cost_s: float = 0.0  # checkpoint restore time after a preemption or migration
+    timeline: bool = True  # keep the (time, busy GPUs, power) series for plots
+    completion_at_round: bool = False  # PAL artifact: a job ends (frees GPUs) at the round boundary
+
+
+@dataclass
+class _Run:
+    """Dynamic state of one running job."""
+
+    iter_s: float = 0.0  # current seconds per iteration
+    power_w: float = 0.0
+    last_t: float = 0.0
+    resume_at: float = 0.0
+    version: int = 0
+
+
+class Simulator:
+    """SimPy cluster simulator implementing :class:`gpusched_env.policy.Backend`."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        jobs: list[Job],
+        model: SimModel | None = None,
+        seed: int = 0,
+        slowdown_profile: np.ndarray | None = None,
+        models: dict[str, ModelSpec] | None = None,
+        checker: object | None = None,
+    ) -> None:
+        self.topology = topology
+        self.model = model or SimModel()
+        self.models = dict(models or {})
+        ss = np.random.SeedSequence(seed)
+        (self._rng_var, self._rng_drift, self._rng_strag, self._rng_fail) = (
+            np.random.default_rng(s) for s in ss.spawn(4)
+        )
+        self.factors = (
+            np.asarray(slowdown_profile, dtype=float)
+            if slowdown_profile is not None
+            else sample_factors(topology.n_gpus, self.model.variability, self._rng_var)
+        )
+        self.visible_slowdown = self.factors.copy()
+        self.state = ClusterState(topology)
+        self.env = simpy.Environment()
+        self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
+        self._check_jobs()
+        self.records: dict[int, JobRecord] = {j.job_id: JobRecord(j) for j in self.jobs}
+        self.done: dict[int, float] = {j.job_id: 0.0 for j in self.jobs}
+        self.attained: dict[int, float] = {j.job_id: 0.0 for j in self.jobs}
+        self.runs: dict[int, _Run] = {}
+        n = topology.n_gpus
+        types = [GPUS[t] for t in topology.gpu_types]
+        self._idle_w = np.array([types[i].idle_w for i in topology.gpu_type_idx])
+        self._busy_w = np.array([types[i].busy_w for i in topology.gpu_type_idx])
+        self._speed = np.array([types[i].speed for i in topology.gpu_type_idx])
+        self.gpu_power = self._idle_w.copy()
+        self.gpu_util = np.zeros(n)
+        self.straggle = np.ones(n)
+        self.node_busy = np.zeros(topology.n_nodes, dtype=np.int64)  # GPUs holding jobs per node
+        self._node_power_sum = 0.0
+        self.cluster_power = float(self.gpu_power.sum()) + self._node_power(0) * topology.n_nodes
+        self.energy_j = 0.0
+        self.busy_gpu_s = 0.0
+        self._busy_gpus = 0
+        self._last_t = 0.0
+        self._min_power = float(self._idle_w.sum()) + topology.n_nodes * min(
+            self._node_power(0), self._node_power(1)
+        )
+        self._untracked_left = 0
+        self._tracked_left = sum(1 for j in self.jobs if j.tracked)
+        self._trigger = False
+        self._events = True
+        self.timeline = Timeline() if self.model.timeline else None
+        self.checker = checker
+        self._busy_set: set[int] = set()
+        self._last_gpus: dict[int, tuple[int, ...]] = {}
+        self._round_s: float | None = None
+        self._idle_points = 0
+        self.deadlocked = False
+        self._first_arrival = self.jobs[0].arrival_s if self.jobs else 0.0
+        self._last_finish = 0.0
+        self._stopped = False
+        self._arrivals_done = False
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _check_jobs(self) -> None:
+        n = self.topology.n_gpus
+        for j in self.jobs:
+            if j.num_gpus > n:
+                raise ValueError(f"job {j.job_id} needs {j.num_gpus} GPUs; the cluster has {n}")
+            self.spec(j.model)
+
+    def spec(self, model: str) -> ModelSpec:
+        return self.models.get(model) or model_spec(model)
+
+    def _node_power(self, busy: int) -> float:
+        p = self.model.power
+        if busy == 0 and p.low_power_idle:
+            return p.sleep_w
+        return p.node_base_w
+
+    # -- backend protocol --------------------------------------------------------------------
+    def start(self, round_s: float | None, events: bool = True) -> None:
+        self._events = events
+        self.env.process(self._arrivals())
+        if round_s:
+            self.env.process(self._ticks(round_s))
+        m = self.model
+        if m.stragglers.enabled:
+            for g in range(self.topology.n_gpus):
+                self.env.process(self._straggler(g))
+        if m.variability.drift_sigma > 0:
+            self.env.process(self._drift())
+        if m.failures.mtbf_h:
+            for node in range(self.topology.n_nodes):
+                self.env.process(self._failures(node))
+        self._round_s = round_s
+
+    def advance(self) -> bool:
+        env = self.env
+        while True:
+            if self._stopped or self._tracked_left == 0:
+                self._finalise()
+                return False
+            t = env.peek()
+            if t == math.inf:
+                self._finalise()
+                return False
+            self._trigger = False
+            while env.peek() == t:
+                env.step()
+            self._account(env.now)
+            if self._trigger:
+                if self._stalled():
+                    self.deadlocked = True
+                    self._finalise()
+                    return False
+                return True
+
+    def _stalled(self) -> bool:
+        """True when nothing runs, nothing more arrives, and the policy keeps starting nothing."""
+        if self.runs or len(self.state.jobs) < self._tracked_left or not self.state.pending:
+            self._idle_points = 0
+            return False
+        if self.state.up.all() and self._arrivals_done:
+            self._idle_points += 1
+        return self._idle_points > 3
+
+    def view(self) -> ClusterView:
+        return ClusterView(
+            self.state, self.env.now, self.visible_slowdown, self.progress, self.gpu_power, self.gpu_util
+        )
+
+    def apply(self, decisions: list[Decision]) -> None:
+        now = self.env.now
+        applied = self.state.apply(decisions, now)
+        if not applied.touched_gpus_empty:
+            self._idle_points = 0
+        self._on_applied(applied, now)
+        if self.checker is not None:
+            self.checker.check(self)  # type: ignore[attr-defined]
+
+    # -- progress ----------------------------------------------------------------------------
+    def progress(self, job_id: int) -> JobProgress:
+        job = self.state.jobs[job_id]
+        run = self.runs.get(job_id)
+        done = self.done[job_id]
+        attained = self.attained[job_id]
+        rate = 0.0
+        if run is not None:
+            dt = max(0.0, self.env.now - max(run.last_t, run.resume_at))
+            done += dt / run.iter_s
+            attained += (self.env.now - run.last_t) * job.num_gpus
+            rate = 1.0 / run.iter_s
+        rec = self.records[job_id]
+        return JobProgress(done, max(0.0, job.work_iters - done), attained, rate, rec.restarts)
+
+    def _settle(self, job_id: int, now: float) -> None:
+        """Bring a running job's progress, service and energy up to ``now``."""
+        run = self.runs[job_id]
+        job = self.state.jobs[job_id]
+        dt = now - run.last_t
+        if dt > 0:
+            work_dt = max(0.0, now - max(run.last_t, run.resume_at))
+            self.done[job_id] = min(job.work_iters, self.done[job_id] + work_dt / run.iter_s)
+            self.attained[job_id] += dt * job.num_gpus
+            rec = self.records[job_id]
+            rec.gpu_seconds += dt * job.num_gpus
+            rec.energy_j += dt * run.power_w
+        run.last_t = now
+
+    def _iter_time(self, job: Job, gpus: tuple[int, ...], sm_share: float) -> float:
+        spec = self.spec(job.model)
+        c = job.class_index
+        topo = self.topology
+        worst = 0.0
+        for g in gpus:
+            residents = self._residents(g)
+            me = next(r for r, jid in zip(residents, self.state.resident[g], strict=True) if jid == job.job_id)
+            f = (
+                self.factors[g, c]
+                * self.straggle[g]
+                * slowdown(self.model.sharing, topo.gpu_type_of(g), me, residents)
+                / self._speed[g]
+            )
+            worst = max(worst, f)
+        t = spec.base_iter_s * worst
+        if len(gpus) > 1:
+            loc = self.model.locality
+            level = topo.locality(gpus)
+            if loc.mode == "constant":
+                if level != "node":
+                    t *= loc.lf
+            else:
+                link = topo.links[level]
+                n = len(gpus)
+                volume = 2 * (n - 1) / n * 4e6 * spec.params_m
+                t += volume / (link.bandwidth_gbps * 1e9) + 2 * (n - 1) * link.latency_s
+        return t
+
+    def _residents(self, g: int) -> list[Resident]:
+        out = []
+        for jid in self.state.resident[g]:
+            job = self.state.jobs[jid]
+            spec = self.spec(job.model)
+            alloc = self.state.running[jid]
+            out.append(Resident(spec.name, min(spec.util, 1.0), alloc.sm_share))
+        return out
+
+    # -- state changes -----------------------------------------------------------------------
+    def _account(self, now: float) -> None:
+        dt = now - self._last_t
+        if dt > 0:
+            self.energy_j += self.cluster_power * dt
+            self.busy_gpu_s += self._busy_gpus * dt
+            self._last_t = now
+
+    def _on_applied(self, applied: Applied, now: float) -> None:
+        touched: set[int] = set()
+        for jid in applied.preempted:
+            self._stop_run(jid, now, touched)
+            rec = self.records[jid]
+            rec.preemptions += 1
+        for jid in applied.migrated:
+            self._stop_run(jid, now, touched)
+            self.records[jid].migrations += 1
+        for jid in applied.migrated + applied.started:
+            self._start_run(jid, now, touched)
+        self._refresh(touched, now)
+
+    def _start_run(self, jid: int, now: float, touched: set[int]) -> None:
+        rec = self.records[jid]
+        restarted = rec.first_start_s is not None
+        if rec.first_start_s is None:
+            rec.first_start_s = now
+        if restarted:
+            rec.restarts += 1
+        cost = self.model.restart_cost_s if restarted else 0.0
+        self.runs[jid] = _Run(last_t=now, resume_at=now + cost)
+        touched.update(self.state.running[jid].gpus)
+
+    def _stop_run(self, jid: int, now: float, touched: set[int]) -> None:
+        """Settle a job leaving its GPUs (the allocation is already released in the state)."""
+        self._settle(jid, now)
+        run = self.runs.pop(jid)
+        run.version += 1
+        touched.update(self._last_gpus.pop(jid, ()))
+
+    def _refresh(self, gpus: set[int], now: float) -> None:
+        """Recompute power, utilisation and the speed of every job on ``gpus``."""
+        if not gpus:
+            return
+        jobs: set[int] = set()
+        topo = self.topology
+        state = self.state
+        for g in gpus:
+            jobs.update(state.resident[g])
+        for jid in jobs:
+            if jid in self.runs:
+                self._settle(jid, now)
+        nodes: set[int] = set()
+        for g in gpus:
+            residents = self._residents(g)
+            u = gpu_utilisation(residents)
+            p = gpu_power_w(self._idle_w[g], self._busy_w[g], u) if residents else self._idle_w[g]
+            self.cluster_power += p - self.gpu_power[g]
+            self.gpu_power[g] = p
+            self.gpu_util[g] = u
+            was_busy = g in self._busy_set
+            is_busy = bool(residents)
+            if was_busy != is_busy:
+                node = int(topo.gpu_node[g])
+                old = self._node_power(int(self.node_busy[node]))
+                self.node_busy[node] += 1 if is_busy else -1
+                self.cluster_power += self._node_power(int(self.node_busy[node])) - old
+                self._busy_gpus += 1 if is_busy else -1
+                if is_busy:
+                    self._busy_set.add(g)
+                else:
+                    self._busy_set.discard(g)
+                nodes.add(node)
+        for jid in jobs:
+            run = self.runs.get(jid)
+            if run is None:
+                continue
+            alloc = state.running[jid]
+            self._last_gpus[jid] = alloc.gpus
+            run.iter_s = self._iter_time(state.jobs[jid], alloc.gpus, alloc.sm_share)
+            run.power_w = sum(float(self.gpu_power[g]) / len(state.resident[g]) for g in alloc.gpus)
+            self._schedule_completion(jid, run, now)
+        if self.timeline is not None:
+            self.timeline.add(now, self._busy_gpus, self.cluster_power)
+
+    def _schedule_completion(self, jid: int, run: _Run, now: float) -> None:
+        run.version += 1
+        left = self.state.jobs[jid].work_iters - self.done[jid]
+        delay = max(0.0, run.resume_at - now) + max(0.0, left) * run.iter_s
+        if self.model.completion_at_round and self._round_s:
+            # PAL's simulator notices completions at round boundaries (CALIBRATION.md)
+            origin = self._first_arrival
+            k = math.ceil((now + delay - origin) / self._round_s - 1e-9)
+            delay = origin + k * self._round_s - now
+        self.env.process(self._complete(jid, run, run.version, delay))
+
+    # -- processes ---------------------------------------------------------------------------
+    def _complete(self, jid: int, run: _Run, version: int, delay: float) -> Iterator[simpy.Event]:
+        yield self.env.timeout(delay)
+        if run.version != version or self.runs.get(jid) is not run:
+            return
+        now = self.env.now
+        self._account(now)
+        self._settle(jid, now)
+        job = self.state.jobs[jid]
+        self.done[jid] = job.work_iters
+        alloc = self.state.finish(jid)
+        del self.runs[jid]
+        self._last_gpus.pop(jid, None)
+        rec = self.records[jid]
+        rec.finish_s = now
+        if job.deadline_s is not None:
+            rec.deadline_met = now <= job.deadline_s + 1e-9
+        if job.tracked:
+            self._tracked_left -= 1
+            self._last_finish = max(self._last_finish, now)
+        self._refresh(set(alloc.gpus), now)
+        self._trigger |= self._events
+        if self.checker is not None:
+            self.checker.on_finish(self, jid)  # type: ignore[attr-defined]
+
+    def _arrivals(self) -> Iterator[simpy.Event]:
+        env = self.env
+        for job in self.jobs:
+            if job.arrival_s > env.now:
+                yield env.timeout(job.arrival_s - env.now)
+            self.state.submit(job)
+            self._trigger |= self._events
+        self._arrivals_done = True
+
+    def _ticks(self, round_s: float) -> Iterator[simpy.Event]:
+        env = self.env
+        if self.jobs:
+            yield env.timeout(self.jobs[0].arrival_s)
+        while True:
+            self._trigger = True
+            yield env.timeout(round_s)
+
+    def _straggler(self, g: int) -> Iterator[simpy.Event]:
+        cfg = self.model.stragglers
+        rng = self._rng_strag
+        frac = min(0.99, float(STRAGGLERS["fraction"]) * cfg.fraction_scale)  # type: ignore[arg-type]
+        mean_on = float(STRAGGLERS["mean_episode_samples"]) * cfg.sample_s  # type: ignore[arg-type]
+        mean_off = mean_on * (1 - frac) / frac
+        table = STRAGGLERS["slowdown"]
+        env = self.env
+        while True:
+            yield env.timeout(rng.exponential(mean_off))
+            self._account(env.now)
+            self.straggle[g] = float(np.interp(rng.random(), QUANTILE_GRID, table))  # type: ignore[arg-type]
+            self._refresh({g}, env.now)
+            yield env.timeout(rng.exponential(mean_on))
+            self._account(env.now)
+            self.straggle[g] = 1.0
+            self._refresh({g}, env.now)
+
+    def _drift(self) -> Iterator[simpy.Event]:
+        cfg = self.model.variability
+        while True:
+            yield self.env.timeout(cfg.drift_interval_s)
+            self._account(self.env.now)
+            self.factors = drift(self.factors, cfg.drift_sigma, self._rng_drift)
+            self._refresh(set(range(self.topology.n_gpus)), self.env.now)
+
+    def _failures(self, node: int) -> Iterator[simpy.Event]:
+        cfg = self.model.failures
+        assert cfg.mtbf_h is not None
+        env = self.env
+        gpus = list(self.topology.node_gpus(node))
+        while True:
+            yield env.timeout(self._rng_fail.exponential(cfg.mtbf_h * 3600.0))
+            now = env.now
+            self._account(now)
+            victims = sorted({j for g in gpus for j in self.state.resident[g]})
+            touched: set[int] = set()
+            for jid in victims:
+                iter_s = self.runs[jid].iter_s
+                alloc = self.state.release(jid)
+                self._stop_run(jid, now, touched)
+                touched.update(alloc.gpus)
+                lost_t = (now - alloc.since_s) % cfg.checkpoint_interval_s
+                self.done[jid] = max(0.0, self.done[jid] - lost_t / iter_s)
+                self.state.requeue(jid)
+                self.records[jid].preemptions += 1
+            self.state.up[gpus] = False
+            self._refresh(touched, now)
+            self._trigger = True
+            yield env.timeout(cfg.repair_s)
+            self._account(env.now)
+            self.state.up[gpus] = True
+            self._trigger = True
+
+    # -- results -----------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stopped = True
+
+    def _finalise(self) -> None:
+        self._account(self.env.now)
+
+    def result(self) -> RunResult:
+        makespan = max(0.0, self._last_finish - self._first_arrival)
+        return RunResult(
+            records=[self.records[j.job_id] for j in self.jobs],
+            n_gpus=self.topology.n_gpus,
+            makespan_s=makespan,
+            energy_j=self.energy_j,
+            busy_gpu_s=self.busy_gpu_s,
+            idle_floor_j=self._min_power * self.env.now,
+            timeline=self.timeline,
+        )
