@@ -96,15 +96,16 @@ class ClusterState:
 
     # -- GPU load ----------------------------------------------------------------------------
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
+        n, mem, share = self.n_resident, self.mem_used, self.share_used
+        dmem, dshare = sign * job.mem_gb, sign * job.gpu_fraction
         for g in gpus:
             if sign > 0:
                 self.resident[g].append(job.job_id)
             else:
                 self.resident[g].remove(job.job_id)
-        idx = list(gpus)
-        self.n_resident[idx] += sign
-        self.mem_used[idx] += sign * job.mem_gb
-        self.share_used[idx] += sign * job.gpu_fraction
+            n[g] += sign
+            mem[g] += dmem
+            share[g] += dshare
 
     def release(self, job_id: int) -> Allocation:
         """Remove a running job from its GPUs (finish, failure); it does not return to the queue."""

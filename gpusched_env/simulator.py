@@ -9,7 +9,7 @@ its speed changes. Energy, busy GPU-time and per-job energy are integrated the s
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,14 +17,20 @@ import simpy
 
 from gpusched_env.allocation import Applied, ClusterState
 from gpusched_env.catalog import GPUS, ModelSpec, model_spec
-from gpusched_env.fitted import QUANTILE_GRID, STRAGGLERS
+from gpusched_env.fitted import (
+    QUANTILE_GRID,
+    STRAGGLER_EPISODE_SAMPLES,
+    STRAGGLER_FRACTION,
+    STRAGGLER_SLOWDOWN,
+)
+from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult, Timeline
 from gpusched_env.power import PowerConfig, gpu_power_w
 from gpusched_env.sharing import Resident, SharingConfig, gpu_utilisation, slowdown
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, Job, JobRecord
 from gpusched_env.variability import VariabilityConfig, drift, sample_factors
-from gpusched_env.view import ClusterView, JobProgress
+from gpusched_env.view import ClusterView, JobProgress, readonly
 
 
 @dataclass(frozen=True)
@@ -102,11 +108,13 @@ class Simulator:
         seed: int = 0,
         slowdown_profile: np.ndarray | None = None,
         models: dict[str, ModelSpec] | None = None,
-        checker: object | None = None,
+        checker: InvariantChecker | None = None,
+        max_jobs_per_gpu: int = 4,
     ) -> None:
         self.topology = topology
         self.model = model or SimModel()
         self.models = dict(models or {})
+        self._spec_cache: dict[str, ModelSpec] = {}
         ss = np.random.SeedSequence(seed)
         (self._rng_var, self._rng_drift, self._rng_strag, self._rng_fail) = (
             np.random.default_rng(s) for s in ss.spawn(4)
@@ -117,7 +125,7 @@ class Simulator:
             else sample_factors(topology.n_gpus, self.model.variability, self._rng_var)
         )
         self.visible_slowdown = self.factors.copy()
-        self.state = ClusterState(topology)
+        self.state = ClusterState(topology, max_jobs_per_gpu)
         self.env = simpy.Environment()
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
         self._check_jobs()
@@ -158,6 +166,7 @@ class Simulator:
         self._last_finish = 0.0
         self._stopped = False
         self._arrivals_done = False
+        self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # -- set-up ------------------------------------------------------------------------------
     def _check_jobs(self) -> None:
@@ -168,7 +177,10 @@ class Simulator:
             self.spec(j.model)
 
     def spec(self, model: str) -> ModelSpec:
-        return self.models.get(model) or model_spec(model)
+        spec = self._spec_cache.get(model)
+        if spec is None:
+            spec = self._spec_cache[model] = self.models.get(model) or model_spec(model)
+        return spec
 
     def _node_power(self, busy: int) -> float:
         p = self.model.power
@@ -207,6 +219,7 @@ class Simulator:
             while env.peek() == t:
                 env.step()
             self._account(env.now)
+            self._check()
             if self._trigger:
                 if self._stalled():
                     self.deadlocked = True
@@ -224,9 +237,10 @@ class Simulator:
         return self._idle_points > 3
 
     def view(self) -> ClusterView:
-        return ClusterView(
-            self.state, self.env.now, self.visible_slowdown, self.progress, self.gpu_power, self.gpu_util
-        )
+        if self._ro is None:
+            self._ro = (readonly(self.visible_slowdown), readonly(self.gpu_power), readonly(self.gpu_util))
+        slow, power, util = self._ro
+        return ClusterView(self.state, self.env.now, slow, self.progress, power, util)
 
     def apply(self, decisions: list[Decision]) -> None:
         now = self.env.now
@@ -234,8 +248,12 @@ class Simulator:
         if not applied.touched_gpus_empty:
             self._idle_points = 0
         self._on_applied(applied, now)
+        self._check()
+
+    def _check(self) -> None:
         if self.checker is not None:
-            self.checker.check(self)  # type: ignore[attr-defined]
+            now = self.env.now
+            self.checker.check(self.state, now, self.energy_j, self._min_power * now)
 
     # -- progress ----------------------------------------------------------------------------
     def progress(self, job_id: int) -> JobProgress:
@@ -397,11 +415,12 @@ class Simulator:
             origin = self._first_arrival
             k = math.ceil((now + delay - origin) / self._round_s - 1e-9)
             delay = origin + k * self._round_s - now
-        self.env.process(self._complete(jid, run, run.version, delay))
+        version = run.version
+        ev = self.env.timeout(delay)
+        ev.callbacks.append(lambda _e: self._complete(jid, run, version))
 
     # -- processes ---------------------------------------------------------------------------
-    def _complete(self, jid: int, run: _Run, version: int, delay: float) -> Iterator[simpy.Event]:
-        yield self.env.timeout(delay)
+    def _complete(self, jid: int, run: _Run, version: int) -> None:
         if run.version != version or self.runs.get(jid) is not run:
             return
         now = self.env.now
@@ -422,9 +441,9 @@ class Simulator:
         self._refresh(set(alloc.gpus), now)
         self._trigger |= self._events
         if self.checker is not None:
-            self.checker.on_finish(self, jid)  # type: ignore[attr-defined]
+            self.checker.on_finish(jid)
 
-    def _arrivals(self) -> Iterator[simpy.Event]:
+    def _arrivals(self) -> Generator[simpy.Event, None, None]:
         env = self.env
         for job in self.jobs:
             if job.arrival_s > env.now:
@@ -433,7 +452,7 @@ class Simulator:
             self._trigger |= self._events
         self._arrivals_done = True
 
-    def _ticks(self, round_s: float) -> Iterator[simpy.Event]:
+    def _ticks(self, round_s: float) -> Generator[simpy.Event, None, None]:
         env = self.env
         if self.jobs:
             yield env.timeout(self.jobs[0].arrival_s)
@@ -441,25 +460,24 @@ class Simulator:
             self._trigger = True
             yield env.timeout(round_s)
 
-    def _straggler(self, g: int) -> Iterator[simpy.Event]:
+    def _straggler(self, g: int) -> Generator[simpy.Event, None, None]:
         cfg = self.model.stragglers
         rng = self._rng_strag
-        frac = min(0.99, float(STRAGGLERS["fraction"]) * cfg.fraction_scale)  # type: ignore[arg-type]
-        mean_on = float(STRAGGLERS["mean_episode_samples"]) * cfg.sample_s  # type: ignore[arg-type]
+        frac = min(0.99, STRAGGLER_FRACTION * cfg.fraction_scale)
+        mean_on = STRAGGLER_EPISODE_SAMPLES * cfg.sample_s
         mean_off = mean_on * (1 - frac) / frac
-        table = STRAGGLERS["slowdown"]
         env = self.env
         while True:
             yield env.timeout(rng.exponential(mean_off))
             self._account(env.now)
-            self.straggle[g] = float(np.interp(rng.random(), QUANTILE_GRID, table))  # type: ignore[arg-type]
+            self.straggle[g] = float(np.interp(rng.random(), QUANTILE_GRID, STRAGGLER_SLOWDOWN))
             self._refresh({g}, env.now)
             yield env.timeout(rng.exponential(mean_on))
             self._account(env.now)
             self.straggle[g] = 1.0
             self._refresh({g}, env.now)
 
-    def _drift(self) -> Iterator[simpy.Event]:
+    def _drift(self) -> Generator[simpy.Event, None, None]:
         cfg = self.model.variability
         while True:
             yield self.env.timeout(cfg.drift_interval_s)
@@ -467,7 +485,7 @@ class Simulator:
             self.factors = drift(self.factors, cfg.drift_sigma, self._rng_drift)
             self._refresh(set(range(self.topology.n_gpus)), self.env.now)
 
-    def _failures(self, node: int) -> Iterator[simpy.Event]:
+    def _failures(self, node: int) -> Generator[simpy.Event, None, None]:
         cfg = self.model.failures
         assert cfg.mtbf_h is not None
         env = self.env

@@ -24,7 +24,8 @@ class JobProgress:
     restarts: int
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view sharing memory with ``a`` (it sees later changes to ``a``)."""
     v = a.view()
     v.flags.writeable = False
     return v
@@ -40,6 +41,9 @@ class ClusterView:
 
     __slots__ = ("_state", "now", "slowdown", "_progress", "_power_w", "_util")
 
+    # Arrays passed in should already be read-only views (see :func:`readonly`): the view keeps them
+    # as they are, so building a view costs no copies.
+
     def __init__(
         self,
         state: ClusterState,
@@ -51,11 +55,11 @@ class ClusterView:
     ) -> None:
         self._state = state
         self.now = now
-        self.slowdown = _readonly(slowdown)
+        self.slowdown = slowdown if not slowdown.flags.writeable else readonly(slowdown)
         self._progress = progress
         n = state.topology.n_gpus
-        self._power_w = _readonly(gpu_power_w if gpu_power_w is not None else np.zeros(n))
-        self._util = _readonly(gpu_util if gpu_util is not None else np.zeros(n))
+        self._power_w = gpu_power_w if gpu_power_w is not None else readonly(np.zeros(n))
+        self._util = gpu_util if gpu_util is not None else readonly(np.zeros(n))
 
     @property
     def topology(self) -> Topology:
@@ -68,15 +72,15 @@ class ClusterView:
     @property
     def free(self) -> np.ndarray:
         """(n_gpus,) bool: up and holding no job."""
-        return _readonly(self._state.free_mask)
+        return readonly(self._state.free_mask)
 
     @property
     def up(self) -> np.ndarray:
-        return _readonly(self._state.up)
+        return readonly(self._state.up)
 
     @property
     def n_resident(self) -> np.ndarray:
-        return _readonly(self._state.n_resident)
+        return readonly(self._state.n_resident)
 
     @property
     def mem_free_gb(self) -> np.ndarray:
@@ -85,7 +89,7 @@ class ClusterView:
     @property
     def share_used(self) -> np.ndarray:
         """(n_gpus,) sum of the requested GPU fractions of resident jobs."""
-        return _readonly(self._state.share_used)
+        return readonly(self._state.share_used)
 
     @property
     def gpu_util(self) -> np.ndarray:

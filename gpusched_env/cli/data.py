@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import hashlib
+import http.client
 import os
 import sys
 import tempfile
@@ -34,7 +35,7 @@ class DownloadError(RuntimeError):
 
 
 def file_status(path: Path, entry: ManifestEntry) -> str:
-    """"ok", "missing", "size mismatch (...)" or "sha256 mismatch" for a local copy of ``entry``."""
+    """ "ok", "missing", "size mismatch (...)" or "sha256 mismatch" for a local copy of ``entry``."""
     if not path.is_file():
         return "missing"
     size = path.stat().st_size
@@ -75,7 +76,9 @@ def fetch_one(entry: ManifestEntry, dest: Path, base_url: str, advance: Callable
                 size += len(chunk)
                 advance(len(chunk))
         if size != entry.bytes:
-            raise DownloadError(f"{entry.path}: size mismatch: got {size} bytes, expected {entry.bytes} ({url})")
+            raise DownloadError(
+                f"{entry.path}: size mismatch: got {size} bytes, expected {entry.bytes} ({url})"
+            )
         if h.hexdigest() != entry.sha256:
             raise DownloadError(
                 f"{entry.path}: checksum mismatch: sha256 {h.hexdigest()}, expected {entry.sha256} ({url}); "
@@ -84,7 +87,7 @@ def fetch_one(entry: ManifestEntry, dest: Path, base_url: str, advance: Callable
         os.replace(tmp, target)
     except DownloadError:
         raise
-    except OSError as exc:  # URLError and HTTPError are OSErrors
+    except (OSError, http.client.HTTPException) as exc:  # URLError, HTTPError, timeouts are OSErrors
         raise DownloadError(f"{entry.path}: download failed from {url}: {exc}") from exc
     finally:
         tmp.unlink(missing_ok=True)
@@ -102,8 +105,12 @@ def download(
             todo.append(e)
     failures = 0
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-        console=console, transient=False,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=console,
+        transient=False,
     ) as progress:
         overall = progress.add_task(f"{len(todo)} file(s)", total=sum(e.bytes for e in todo))
         for e in todo:
@@ -150,12 +157,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="{download,verify,list}")
     d = sub.add_parser("download", help="download the data files from their original repositories")
     d.add_argument(
-        "--dest", type=Path, default=None,
+        "--dest",
+        type=Path,
+        default=None,
         help=f"target folder (default: ${gdata.ENV_VAR} if set, else {gdata.cache_dir()})",
     )
-    d.add_argument("--only", metavar="GLOB", help="only files whose path matches GLOB, e.g. 'traces/philly/*'")
     d.add_argument(
-        "--base-url", default=gdata.RAW_BASE_URL, metavar="URL",
+        "--only", metavar="GLOB", help="only files whose path matches GLOB, e.g. 'traces/philly/*'"
+    )
+    d.add_argument(
+        "--base-url",
+        default=gdata.RAW_BASE_URL,
+        metavar="URL",
         help=f"replaces {gdata.RAW_BASE_URL} in the download URLs (mirrors, tests)",
     )
     d.add_argument("--force", action="store_true", help="download even files already present and valid")

@@ -66,8 +66,15 @@ class Checker:
         self.ok &= ~new
 
     def numeric(
-        self, col: str, *, positive: bool = False, non_negative: bool = False, integer: bool = False,
-        optional: bool = False, max_value: float | None = None, max_name: str = "",
+        self,
+        col: str,
+        *,
+        positive: bool = False,
+        non_negative: bool = False,
+        integer: bool = False,
+        optional: bool = False,
+        max_value: float | None = None,
+        max_name: str = "",
     ) -> np.ndarray:
         """Column ``col`` as float64; empty cells are NaN when ``optional``, else errors."""
         raw = self.df[col].astype(str).str.strip()

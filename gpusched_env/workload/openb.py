@@ -23,7 +23,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from gpusched_env.catalog import GPUS, model_spec
 from gpusched_env.topology import NodeGroup
@@ -57,7 +56,9 @@ def load_openb(
     chk = Checker(df, src, strict=strict, report=report)
     gpus = chk.numeric("num_gpu", non_negative=True, integer=True)
     chk.skip(gpus == 0, CPU_ONLY)
-    chk.reject(gpus > (max_gpus if max_gpus is not None else np.inf), "num_gpu", f"exceeds max_gpus={max_gpus}")
+    chk.reject(
+        gpus > (max_gpus if max_gpus is not None else np.inf), "num_gpu", f"exceeds max_gpus={max_gpus}"
+    )
     milli = chk.numeric("gpu_milli", positive=True, integer=True, max_value=1000, max_name="1000 (one GPU)")
     chk.reject((gpus > 1) & (milli < 1000), "gpu_milli", "a multi-GPU pod must use whole GPUs (1000)")
     created = chk.numeric("creation_time", non_negative=True)
@@ -84,9 +85,15 @@ def load_openb(
         spec = specs[m]
         jobs.append(
             Job(
-                job_id=int(rows[i]), arrival_s=float(created[i]), num_gpus=int(gpus[i]),
-                work_iters=float(run_s[i]) / spec.base_iter_s, model=m, perf_class=spec.perf_class,
-                mem_gb=spec.mem_gb * frac, gpu_fraction=frac, gpu_type=str(spec_col[i]) or None,
+                job_id=int(rows[i]),
+                arrival_s=float(created[i]),
+                num_gpus=int(gpus[i]),
+                work_iters=float(run_s[i]) / spec.base_iter_s,
+                model=m,
+                perf_class=spec.perf_class,
+                mem_gb=spec.mem_gb * frac,
+                gpu_fraction=frac,
+                gpu_type=str(spec_col[i]) or None,
             )
         )
     return Workload(jobs, report)
@@ -103,11 +110,15 @@ def load_openb_nodes(path: str | Path) -> list[NodeGroup]:
     model = df["model"].astype(str).str.strip()
     chk.reject((model == "").to_numpy(), "model", "missing value")
     chk.done()
-    counts = pd.DataFrame({"gpu": gpus.astype(np.int64), "model": model.to_numpy()}).value_counts(sort=False)
+    counts: dict[tuple[int, str], int] = {}
+    for n, name in zip(gpus.astype(np.int64).tolist(), model.tolist(), strict=True):
+        counts[(n, name)] = counts.get((n, name), 0) + 1
     groups = []
     for (n, name), count in counts.items():
-        kwargs = {"gpu_mem_gb": GPUS[name].mem_gb} if name in GPUS else {}
-        groups.append(NodeGroup(count=int(count), gpus_per_node=int(n), gpu_type=str(name), **kwargs))
+        if name in GPUS:
+            groups.append(NodeGroup(count, n, name, GPUS[name].mem_gb))
+        else:
+            groups.append(NodeGroup(count, n, name))
     if not groups:
         raise TraceError(src, 2, "sn", "no nodes in file", "")
     return groups

@@ -53,8 +53,13 @@ def load_pal_workload(path: str | Path, *, strict: bool = True, max_gpus: int | 
         spec = model_spec(models[i])
         jobs.append(
             Job(
-                job_id=int(job_id[i]), arrival_s=float(submit[i]), num_gpus=int(gpus[i]),
-                work_iters=float(iters[i]), model=spec.name, perf_class=spec.perf_class, mem_gb=spec.mem_gb,
+                job_id=int(job_id[i]),
+                arrival_s=float(submit[i]),
+                num_gpus=int(gpus[i]),
+                work_iters=float(iters[i]),
+                model=spec.name,
+                perf_class=spec.perf_class,
+                mem_gb=spec.mem_gb,
             )
         )
     return Workload(jobs, report)

@@ -102,8 +102,13 @@ def load_philly(
     specs = {m: model_spec(m) for m in set(models)}
     jobs = [
         Job(
-            job_id=k, arrival_s=float(a), num_gpus=int(g), work_iters=float(d) / specs[m].base_iter_s,
-            model=m, perf_class=specs[m].perf_class, mem_gb=specs[m].mem_gb,
+            job_id=k,
+            arrival_s=float(a),
+            num_gpus=int(g),
+            work_iters=float(d) / specs[m].base_iter_s,
+            model=m,
+            perf_class=specs[m].perf_class,
+            mem_gb=specs[m].mem_gb,
         )
         for k, (a, g, d, m) in enumerate(
             zip(arrival, frame["num_gpus"].to_numpy(), frame["duration"].to_numpy(), models, strict=True)

@@ -1,0 +1,43 @@
+# gpusched: `make bench` and `make test` each create .venv if missing and install everything.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH_CPU := torch==2.13.0
+
+.PHONY: bench test test-fast lint perf install clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# CPU torch first where there is no NVIDIA GPU, so that the project's range does not pull a CUDA build.
+$(STAMP): pyproject.toml | $(BIN)/python
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+		echo "NVIDIA GPU found: installing torch from the project's range"; \
+	else \
+		$(BIN)/python -m pip install -q $(TORCH_CPU); \
+	fi
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+bench: $(STAMP)
+	$(BIN)/gpusched-bench scenario=synthetic_philly
+
+lint: $(STAMP)
+	$(BIN)/ruff check gpusched_env baselines
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -m "not slow" -q
+
+test-all: lint
+	$(BIN)/python -m pytest -q
+
+perf: $(STAMP)
+	$(BIN)/gpusched-bench scenario=philly_full perf=true policies=[fifo] out_dir=results/perf
+
+clean:
+	rm -rf $(VENV) results outputs .pytest_cache .mypy_cache .ruff_cache

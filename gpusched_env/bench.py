@@ -1,0 +1,164 @@
+"""Run policies × seeds × workloads of a scenario and collect their metrics (library side of
+``gpusched-bench``). Each task is independent and deterministic, so tasks run in worker processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpusched_env.invariants import InvariantChecker
+from gpusched_env.metrics import RunResult, compute_metrics
+from gpusched_env.policy import Policy, run_policy
+from gpusched_env.scenario import Scenario, build_workloads, run_rngs, sim_seed
+from gpusched_env.simulator import Simulator
+
+
+@dataclass(frozen=True)
+class Task:
+    policy: str
+    seed: int
+    workload: int  # index into the scenario's workloads
+
+
+@dataclass
+class TaskResult:
+    task: Task
+    workload_name: str
+    metrics: dict[str, float]
+    jcts: list[float] = field(default_factory=list)
+    timeline: tuple[list[float], list[int], list[float]] | None = None
+    wall_s: float = 0.0
+    events_jobs: int = 0
+
+
+def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = None) -> Policy:
+    """A policy by registry name, with the scenario's parameters for it and the run's policy RNG."""
+    params = dict(scn.policies.get(name, {}))
+    if name == "agent":
+        if not agent_path:
+            raise ValueError("policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")
+        from agents.adapter import load_agent_policy
+
+        return load_agent_policy(agent_path, scn, **params)
+    from baselines import get_policy
+
+    return get_policy(name, rng=run_rngs(seed)["policy"], round_s=scn.round_s, **params)
+
+
+def simulate(
+    scn: Scenario, policy: Policy, seed: int, workload: int = 0, check: bool = False
+) -> tuple[str, RunResult]:
+    """One deterministic simulation; returns (workload name, result)."""
+    topo = scn.cluster.topology()
+    name, jobs = build_workloads(scn, seed, topo)[workload]
+    sim = Simulator(
+        topo, jobs, scn.model, seed=sim_seed(seed), checker=InvariantChecker() if check else None,
+        max_jobs_per_gpu=scn.cluster.max_jobs_per_gpu,
+    )
+    run_policy(sim, policy)
+    return name, sim.result()
+
+
+def run_task(scn: Scenario, task: Task, agent_path: str | None, check: bool, keep_series: bool) -> TaskResult:
+    t0 = time.perf_counter()
+    policy = make_policy(task.policy, scn, task.seed, agent_path)
+    name, result = simulate(scn, policy, task.seed, task.workload, check)
+    wall = time.perf_counter() - t0
+    tl = None
+    if keep_series and result.timeline is not None:
+        tl = _downsample(result.timeline.t, result.timeline.busy_gpus, result.timeline.power_w)
+    jcts = [r.jct_s for r in result.tracked if r.finish_s is not None] if keep_series else []
+    return TaskResult(task, name, compute_metrics(result), jcts, tl, wall, len(result.records))
+
+
+def _downsample(t: list[float], busy: list[int], power: list[float], n: int = 2000):
+    if len(t) <= n:
+        return list(t), list(busy), list(power)
+    idx = np.linspace(0, len(t) - 1, n).astype(int)
+    return [t[i] for i in idx], [busy[i] for i in idx], [power[i] for i in idx]
+
+
+def tasks_for(scn: Scenario, policies: list[str], seeds: list[int]) -> list[Task]:
+    n = len(scn.workload_names)
+    return [Task(p, s, w) for p in policies for s in seeds for w in range(n)]
+
+
+def run_tasks(
+    scn: Scenario,
+    tasks: list[Task],
+    *,
+    workers: int = 1,
+    agent_path: str | None = None,
+    check: bool = False,
+    keep_series: bool = True,
+    on_done: Callable[[TaskResult], None] | None = None,
+) -> list[TaskResult]:
+    """Run every task (in ``workers`` processes when > 1); results come back in task order."""
+    results: dict[Task, TaskResult] = {}
+    for r in _iter_results(scn, tasks, workers, agent_path, check, keep_series):
+        results[r.task] = r
+        if on_done:
+            on_done(r)
+    return [results[t] for t in tasks]
+
+
+def _iter_results(
+    scn: Scenario, tasks: list[Task], workers: int, agent_path: str | None, check: bool, keep: bool
+) -> Iterator[TaskResult]:
+    if workers <= 1 or len(tasks) <= 1:
+        for t in tasks:
+            yield run_task(scn, t, agent_path, check, keep)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run_task, scn, t, agent_path, check, keep) for t in tasks]
+        for f in as_completed(futures):
+            yield f.result()
+
+
+def aggregate(scn: Scenario, results: list[TaskResult], seeds: list[int]) -> dict[str, Any]:
+    """The ``policies`` block of results.json: mean over seeds and workloads, per seed, per workload."""
+    out: dict[str, Any] = {}
+    policies = list(dict.fromkeys(r.task.policy for r in results))
+    for p in policies:
+        mine = [r for r in results if r.task.policy == p]
+        entry: dict[str, Any] = {"metrics": _mean([r.metrics for r in mine])}
+        entry["per_seed"] = [
+            {"seed": s, "metrics": _mean([r.metrics for r in mine if r.task.seed == s])} for s in seeds
+        ]
+        if len(scn.workload_names) > 1:
+            entry["per_workload"] = [
+                {"workload": name, "metrics": _mean([r.metrics for r in mine if r.task.workload == w])}
+                for w, name in enumerate(scn.workload_names)
+            ]
+        out[p] = entry
+    return out
+
+
+def _mean(ms: list[dict[str, float]]) -> dict[str, float]:
+    keys = list(dict.fromkeys(k for m in ms for k in m))
+    return {k: float(np.mean([m[k] for m in ms if k in m])) for k in keys}
+
+
+def paper_values(scn: Scenario, block: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each published claim of the scenario with its simulated counterpart (None if not computable)."""
+    rows = []
+    for c in scn.paper:
+        sim = None
+        if c.policy in block and c.baseline in block:
+            sim = _claim_value(c.kind, c.aggregate, c.metric, block[c.policy], block[c.baseline])
+        rows.append({"claim": c.claim, "value": c.value, "sim_value": sim, "metric": c.metric,
+                     "policy": c.policy, "baseline": c.baseline, "source": c.source})
+    return rows
+
+
+def _claim_value(kind: str, aggregate: str, metric: str, mine: dict, base: dict) -> float:
+    groups = mine.get("per_workload") or [{"metrics": mine["metrics"]}]
+    bgroups = base.get("per_workload") or [{"metrics": base["metrics"]}]
+    ratios = np.array([g["metrics"][metric] / b["metrics"][metric] for g, b in zip(groups, bgroups, strict=True)])
+    r = float(np.exp(np.log(ratios).mean())) if aggregate == "geomean" else float(ratios.mean())
+    return 1.0 - r if kind == "improvement" else r - 1.0

@@ -1,0 +1,205 @@
+"""Outputs of a benchmark: the printed tables, results.json / results.csv (written atomically) and
+PNG plots (JCT CDF per policy; busy GPUs and cluster power over time)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+TABLE_METRICS = ["avg_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "energy_kwh",
+                 "preemptions", "jobs_finished"]
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename (never a half-written file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    write_atomic(path, json.dumps(_clean(obj), indent=2) + "\n")
+
+
+def _clean(obj: Any) -> Any:
+    """NaN/inf are not JSON: write them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def results_document(
+    scenario: str, seeds: list[int], policies: dict[str, Any], paper: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The results.json document (schema: CONTRACT.md). ``paper`` holds the first claim; every claim
+    is listed under ``paper.claims``."""
+    doc: dict[str, Any] = {"scenario": scenario, "seeds": list(seeds), "policies": policies}
+    if paper:
+        doc["paper"] = {**paper[0], "claims": paper}
+    return doc
+
+
+def results_csv(doc: dict[str, Any]) -> str:
+    """One row per (policy, seed) and per (policy, workload), plus the mean row."""
+    buf = io.StringIO()
+    metrics = list(dict.fromkeys(k for p in doc["policies"].values() for k in p["metrics"]))
+    w = csv.writer(buf)
+    w.writerow(["policy", "seed", "workload", *metrics])
+    for name, p in doc["policies"].items():
+        w.writerow([name, "mean", "all", *(_fmt(p["metrics"].get(k)) for k in metrics)])
+        for s in p.get("per_seed", []):
+            w.writerow([name, s["seed"], "all", *(_fmt(s["metrics"].get(k)) for k in metrics)])
+        for wl in p.get("per_workload", []):
+            w.writerow([name, "mean", wl["workload"], *(_fmt(wl["metrics"].get(k)) for k in metrics)])
+    return buf.getvalue()
+
+
+def _fmt(v: float | None) -> str:
+    return "" if v is None else repr(float(v))
+
+
+def _num(v: float) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    a = abs(v)
+    if a >= 1e5:
+        return f"{v:.3g}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Table:
+    """Policy × metric: mean ± std over seeds, and % change vs the first policy."""
+    pols = doc["policies"]
+    first = next(iter(pols.values()))
+    metrics = [m for m in (metrics or TABLE_METRICS) if m in first["metrics"]]
+    extra = [k for k in first["metrics"] if k.endswith(("_ms", "_rate")) and k not in metrics]
+    metrics += extra
+    t = Table(title=f"scenario {doc['scenario']} — seeds {doc['seeds']}", show_lines=False)
+    t.add_column("policy", style="bold")
+    for m in metrics:
+        t.add_column(m, justify="right")
+    for name, p in pols.items():
+        cells = []
+        for m in metrics:
+            vals = np.array([s["metrics"].get(m, np.nan) for s in p["per_seed"]], dtype=float)
+            mean = p["metrics"].get(m, float("nan"))
+            cell = _num(mean)
+            if len(vals) > 1 and np.isfinite(vals).all():
+                cell += f" ± {_num(float(vals.std()))}"
+            base = first["metrics"].get(m)
+            if p is not first and base and math.isfinite(base) and math.isfinite(mean):
+                cell += f" ({(mean / base - 1) * 100:+.1f}%)"
+            cells.append(cell)
+        t.add_row(name, *cells)
+    return t
+
+
+def per_workload_table(doc: dict[str, Any], metric: str = "avg_jct_s") -> Table | None:
+    pols = doc["policies"]
+    first = next(iter(pols.values()))
+    if "per_workload" not in first:
+        return None
+    t = Table(title=f"{metric} per workload (mean over seeds)")
+    t.add_column("workload", style="bold")
+    for name in pols:
+        t.add_column(name, justify="right")
+    for i, wl in enumerate(first["per_workload"]):
+        t.add_row(wl["workload"], *(_num(p["per_workload"][i]["metrics"][metric]) for p in pols.values()))
+    return t
+
+
+def paper_table(doc: dict[str, Any]) -> Table | None:
+    paper = doc.get("paper")
+    if not paper:
+        return None
+    t = Table(title="paper vs sim")
+    for c in ("claim", "paper", "sim", "gap"):
+        t.add_column(c, justify="left" if c == "claim" else "right")
+    for c in paper["claims"]:
+        sim = c.get("sim_value")
+        gap = "-" if sim is None or not c["value"] else f"{(sim - c['value']) / abs(c['value']) * 100:+.0f}% rel"
+        t.add_row(c["claim"], f"{c['value']:+.3f}", "-" if sim is None else f"{sim:+.3f}", gap)
+    return t
+
+
+def print_report(doc: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(results_table(doc))
+    for extra in (per_workload_table(doc), paper_table(doc)):
+        if extra is not None:
+            console.print(extra)
+
+
+def plot(out_dir: Path, jcts: dict[str, list[float]], series: dict[str, tuple], n_gpus: int) -> list[Path]:
+    """Write jct_cdf.png and cluster_timeline.png; returns the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, v in jcts.items():
+        if v:
+            x = np.sort(np.asarray(v)) / 3600.0
+            ax.plot(x, np.arange(1, len(x) + 1) / len(x), label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("job completion time (h)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title("JCT CDF (first seed, all workloads)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(out_dir / "jct_cdf.png")
+    _save(fig, paths[-1])
+    plt.close(fig)
+
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    for name, (t, busy, power) in series.items():
+        th = np.asarray(t) / 3600.0
+        a1.step(th, np.asarray(busy) / n_gpus, where="post", label=name, lw=0.8)
+        a2.step(th, np.asarray(power) / 1000.0, where="post", label=name, lw=0.8)
+    a1.set_ylabel("busy GPU fraction")
+    a2.set_ylabel("cluster power (kW)")
+    a2.set_xlabel("time (h)")
+    a1.set_title("utilisation and power over time (first seed, first workload)")
+    a1.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    paths.append(out_dir / "cluster_timeline.png")
+    _save(fig, paths[-1])
+    plt.close(fig)
+    return paths
+
+
+def _save(fig: Any, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=110)
+    os.replace(tmp, path)

@@ -1,0 +1,190 @@
+"""Scenarios: a cluster, a workload and the simulator's physics, read from ``conf/scenario/NAME.yaml``.
+
+Each scenario file documents the source of every number it sets. :func:`load_scenario` turns the YAML
+into typed dataclasses (unknown keys are errors naming the key); :func:`build_workloads` makes the
+jobs for one seed, from the one ``SeedSequence`` of that run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from gpusched_env.config_util import ConfigError, from_dict
+from gpusched_env.data import data_path
+from gpusched_env.simulator import SimModel
+from gpusched_env.topology import NodeGroup, Topology
+from gpusched_env.types import Job
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """``scenario.cluster``. With ``from_openb_nodes`` the node list comes from the openb trace."""
+
+    nodes: list[NodeGroup] = field(default_factory=lambda: [NodeGroup(16, 4)])
+    nodes_per_rack: int = 16
+    max_jobs_per_gpu: int = 4
+    from_openb_nodes: str | None = None  # data-relative path of an openb node list
+
+    def topology(self) -> Topology:
+        groups = self.nodes
+        if self.from_openb_nodes:
+            from gpusched_env.workload.openb import load_openb_nodes
+
+            groups = load_openb_nodes(data_path(self.from_openb_nodes))
+        return Topology.build(list(groups), self.nodes_per_rack)
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """``scenario.workload``: where jobs come from.
+
+    kind: ``synthetic_philly`` (generator fitted to Philly; ``n_jobs``, ``load`` or ``rate_per_hour``),
+    ``philly`` (philly.csv; ``virtual_cluster``, ``start``, ``end``, ``limit``), ``pal`` (one workload
+    per entry of ``paths``, optional untracked background load), ``openb`` (pod list ``paths[0]``),
+    ``inline`` (the ``jobs`` list, for hand-checked toy scenarios).
+    """
+
+    kind: str = "synthetic_philly"
+    paths: list[str] = field(default_factory=list)  # relative to the data folder
+    names: list[str] = field(default_factory=list)  # workload names (default: file stems)
+    n_jobs: int = 1000
+    load: float | None = 0.8
+    rate_per_hour: float | None = None
+    max_gpus: int | None = None
+    virtual_cluster: str | None = None
+    start: str | None = None
+    end: str | None = None
+    limit: int | None = None
+    strict: bool = True
+    background_rate_per_hour: float = 0.0
+    background_jobs: int = 0
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        kinds = ("synthetic_philly", "philly", "pal", "openb", "inline")
+        if self.kind not in kinds:
+            raise ValueError(f"kind must be one of {kinds}, got {self.kind!r}")
+        if self.kind in ("philly", "pal", "openb") and not self.paths:
+            raise ValueError(f"kind {self.kind!r} needs 'paths'")
+
+
+@dataclass(frozen=True)
+class PaperClaim:
+    """``scenario.paper``: a published figure and how to compute its simulated counterpart.
+
+    ``kind``: ``improvement`` = 1 − metric(policy)/metric(baseline), averaged by ``aggregate``
+    (``geomean`` of per-workload ratios, or ``mean``); ``change`` = metric(policy)/metric(baseline) − 1.
+    """
+
+    claim: str
+    value: float
+    metric: str = "avg_jct_s"
+    policy: str = ""
+    baseline: str = ""
+    kind: str = "improvement"
+    aggregate: str = "geomean"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str = ""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    model: SimModel = field(default_factory=SimModel)
+    round_s: float = 360.0
+    policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-policy parameters
+    default_policies: list[str] = field(default_factory=list)
+    paper: list[PaperClaim] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # parameter -> where it comes from
+
+    @property
+    def workload_names(self) -> list[str]:
+        w = self.workload
+        if w.kind != "pal":
+            return [self.name]
+        return list(w.names) if w.names else [Path(p).stem for p in w.paths]
+
+
+def load_scenario(name_or_cfg: str | dict[str, Any], overrides: dict[str, Any] | None = None) -> Scenario:
+    """A scenario by name (``conf/scenario/NAME.yaml``) or from an already-resolved mapping."""
+    if isinstance(name_or_cfg, str):
+        path = CONF_DIR / "scenario" / f"{name_or_cfg}.yaml"
+        if not path.exists():
+            known = sorted(p.stem for p in (CONF_DIR / "scenario").glob("*.yaml"))
+            raise ConfigError(f"scenario {name_or_cfg!r}: no file {path}; known scenarios: {known}")
+        cfg = yaml.safe_load(path.read_text()) or {}
+        cfg.setdefault("name", name_or_cfg)
+    else:
+        cfg = dict(name_or_cfg)
+    for key, value in (overrides or {}).items():
+        cfg[key] = value
+    return from_dict(Scenario, cfg, "scenario")
+
+
+def run_rngs(seed: int) -> dict[str, np.random.Generator]:
+    """The run's generators, all children of one ``SeedSequence(seed)``: workload, simulator, policy."""
+    ss = np.random.SeedSequence(seed)
+    wl, sim, pol = ss.spawn(3)
+    return {
+        "workload": np.random.default_rng(wl),
+        "sim_seed": np.random.default_rng(sim),
+        "policy": np.random.default_rng(pol),
+    }
+
+
+def sim_seed(seed: int) -> int:
+    """Integer seed for the simulator, derived from the run's SeedSequence."""
+    return int(run_rngs(seed)["sim_seed"].integers(2**63 - 1))
+
+
+def build_workloads(scn: Scenario, seed: int, topology: Topology | None = None) -> list[tuple[str, list[Job]]]:
+    """(name, jobs) for every workload of the scenario under ``seed``."""
+    w = scn.workload
+    rng = run_rngs(seed)["workload"]
+    topo = topology or scn.cluster.topology()
+    max_gpus = w.max_gpus or topo.n_gpus
+    if w.kind == "synthetic_philly":
+        from gpusched_env.workload.synthetic import SyntheticPhilly
+
+        gen = SyntheticPhilly().scaled(
+            n_gpus=topo.n_gpus if w.load is not None else None,
+            load=w.load if w.rate_per_hour is None else None,
+            rate_per_hour=w.rate_per_hour,
+            max_gpus=max_gpus,
+        )
+        return [(scn.name, gen.generate(rng, w.n_jobs))]
+    if w.kind == "inline":
+        return [(scn.name, [from_dict(Job, j, f"scenario.workload.jobs[{i}]") for i, j in enumerate(w.jobs)])]
+    if w.kind == "philly":
+        from gpusched_env.workload.philly import load_philly
+
+        wl = load_philly(
+            data_path(w.paths[0]), rng=rng, virtual_cluster=w.virtual_cluster, start=w.start, end=w.end,
+            limit=w.limit, strict=w.strict, max_gpus=max_gpus,
+        )
+        return [(scn.name, wl.jobs)]
+    if w.kind == "openb":
+        from gpusched_env.workload.openb import load_openb
+
+        wl = load_openb(data_path(w.paths[0]), rng=rng, strict=w.strict, max_gpus=topo.max_gpus_per_node)
+        return [(scn.name, wl.jobs)]
+    from gpusched_env.workload.pal import load_pal_workload, with_background
+
+    out = []
+    for name, rel in zip(scn.workload_names, w.paths, strict=True):
+        jobs = load_pal_workload(data_path(rel), strict=w.strict, max_gpus=max_gpus).jobs
+        if w.background_jobs:
+            jobs = jobs + with_background(
+                jobs, rng=rng, n_background=w.background_jobs, rate_per_hour=w.background_rate_per_hour
+            )
+        out.append((name, jobs))
+    return out
