@@ -1,0 +1,191 @@
+"""Heuristic scheduling policies and their name -> factory registry.
+
+``get_policy(name, **params)`` builds a policy (:class:`gpusched_env.policy.Policy`). Names are fixed
+by CONTRACT.md. Unknown names and unknown parameters raise :class:`ValueError` naming them.
+Policies that draw random numbers (``random_sticky``, ``random_nonsticky``) need
+``rng=numpy.random.Generator`` from the caller (a child of the run's ``SeedSequence``).
+
+=================  =======================================================================  ===========
+name               semantics                                                                module
+=================  =======================================================================  ===========
+fifo               event-driven FIFO, packed exclusive placement, head-of-line              scheduler
+sjf                event-driven shortest-job-first (oracle total work), packed              scheduler
+srtf               rounds of 360 s, shortest remaining work (oracle), preemptive, sticky    scheduler
+las                rounds of 360 s, least attained GPU-service, preemptive, sticky          scheduler
+tiresias           rounds of 360 s, two-queue discretised LAS (3600 GPU-s), sticky          scheduler
+packed_sticky      PAL study: FIFO prefix, 360 s rounds, packed, running jobs stay          scheduler
+packed_nonsticky   PAL study: FIFO prefix, 360 s rounds, packed, all jobs re-placed         scheduler
+random_sticky      PAL study: as packed_sticky with uniformly random GPUs                   scheduler
+random_nonsticky   PAL study: as packed_nonsticky with uniformly random GPUs                scheduler
+pm_first           PAL study: PAL's round with PM-First placement on clustered factors     pal
+pal                PAL: locality x variability placement                                    pal
+gandiva            FIFO; when full, time-slice onto the least loaded GPUs                   gandiva
+fifo_packed        FIFO; when full, pack onto the most utilised GPUs that fit (EaCO)        gandiva
+eaco               energy-aware co-location with deadline checks and undo                   eaco
+=================  =======================================================================  ===========
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import numpy as np
+
+from baselines.eaco import EaCO
+from baselines.gandiva import make_fifo_packed, make_gandiva
+from baselines.ordering import FifoOrder, LasOrder, SjfOrder, SrtfOrder, TiresiasOrder
+from baselines.pal import make_pal, make_pm_first
+from baselines.placement import PackedPlacement, RandomPlacement
+from baselines.scheduler import QueueScheduler
+from gpusched_env.policy import Policy
+
+PAL_ROUND_S = 360.0
+PREEMPTIVE_ROUND_S = 360.0
+
+
+def fifo(head_of_line: bool = True) -> QueueScheduler:
+    return QueueScheduler("fifo", FifoOrder(), PackedPlacement(), head_of_line=head_of_line)
+
+
+def sjf(head_of_line: bool = True) -> QueueScheduler:
+    return QueueScheduler("sjf", SjfOrder(), PackedPlacement(), head_of_line=head_of_line)
+
+
+def srtf(
+    round_s: float = PREEMPTIVE_ROUND_S, head_of_line: bool = True, events: bool = True
+) -> QueueScheduler:
+    return QueueScheduler(
+        "srtf",
+        SrtfOrder(),
+        PackedPlacement(),
+        sticky=True,
+        preemptive=True,
+        round_s=round_s,
+        head_of_line=head_of_line,
+        events=events,
+    )
+
+
+def las(
+    round_s: float = PREEMPTIVE_ROUND_S, head_of_line: bool = True, events: bool = True
+) -> QueueScheduler:
+    return QueueScheduler(
+        "las",
+        LasOrder(),
+        PackedPlacement(),
+        sticky=True,
+        preemptive=True,
+        round_s=round_s,
+        head_of_line=head_of_line,
+        events=events,
+    )
+
+
+def tiresias(
+    round_s: float = PREEMPTIVE_ROUND_S,
+    threshold_gpu_s: float = 3600.0,
+    head_of_line: bool = True,
+    events: bool = True,
+) -> QueueScheduler:
+    return QueueScheduler(
+        "tiresias",
+        TiresiasOrder(threshold_gpu_s),
+        PackedPlacement(),
+        sticky=True,
+        preemptive=True,
+        round_s=round_s,
+        head_of_line=head_of_line,
+        events=events,
+    )
+
+
+def _pal_study(name: str, placement: object, sticky: bool, round_s: float, events: bool) -> QueueScheduler:
+    return QueueScheduler(
+        name,
+        FifoOrder(),
+        placement,  # type: ignore[arg-type]
+        sticky=sticky,
+        preemptive=True,
+        round_s=round_s,
+        head_of_line=True,
+        events=events,
+    )
+
+
+def packed_sticky(round_s: float = PAL_ROUND_S, events: bool = False) -> QueueScheduler:
+    return _pal_study("packed_sticky", PackedPlacement(), True, round_s, events)
+
+
+def packed_nonsticky(round_s: float = PAL_ROUND_S, events: bool = False) -> QueueScheduler:
+    return _pal_study("packed_nonsticky", PackedPlacement(), False, round_s, events)
+
+
+def _need_rng(name: str, rng: np.random.Generator | None) -> np.random.Generator:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"policy {name!r} needs rng=numpy.random.Generator (derive it from a SeedSequence)")
+    return rng
+
+
+def random_sticky(
+    rng: np.random.Generator | None = None, round_s: float = PAL_ROUND_S, events: bool = False
+) -> QueueScheduler:
+    return _pal_study(
+        "random_sticky", RandomPlacement(_need_rng("random_sticky", rng)), True, round_s, events
+    )
+
+
+def random_nonsticky(
+    rng: np.random.Generator | None = None, round_s: float = PAL_ROUND_S, events: bool = False
+) -> QueueScheduler:
+    return _pal_study(
+        "random_nonsticky", RandomPlacement(_need_rng("random_nonsticky", rng)), False, round_s, events
+    )
+
+
+_FACTORIES: dict[str, Callable[..., Policy]] = {
+    "fifo": fifo,
+    "sjf": sjf,
+    "srtf": srtf,
+    "las": las,
+    "tiresias": tiresias,
+    "gandiva": make_gandiva,
+    "packed_sticky": packed_sticky,
+    "packed_nonsticky": packed_nonsticky,
+    "random_sticky": random_sticky,
+    "random_nonsticky": random_nonsticky,
+    "pm_first": make_pm_first,
+    "pal": make_pal,
+    "fifo_packed": make_fifo_packed,
+    "eaco": EaCO,
+}
+
+POLICY_NAMES: tuple[str, ...] = tuple(_FACTORIES)
+
+
+def policy_params(name: str) -> dict[str, object]:
+    """The parameters a policy accepts and their defaults (``inspect.Parameter.empty`` if none)."""
+    factory = _lookup(name)
+    return {p.name: p.default for p in inspect.signature(factory).parameters.values()}
+
+
+def _lookup(name: str) -> Callable[..., Policy]:
+    try:
+        return _FACTORIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(POLICY_NAMES)}") from None
+
+
+def get_policy(name: str, **params: object) -> Policy:
+    """Build the policy ``name`` with ``params`` (see :func:`policy_params`)."""
+    factory = _lookup(name)
+    known = policy_params(name)
+    for p in params:
+        if p not in known:
+            raise ValueError(
+                f"unknown parameter {p!r} for policy {name!r}; accepted: {', '.join(known) or '(none)'}"
+            )
+    return factory(**params)
+
+
+__all__ = ["POLICY_NAMES", "get_policy", "policy_params"]

@@ -1,0 +1,6 @@
+"""gpusched: calibrated GPU-cluster simulator. Importing it registers the Gymnasium environments."""
+
+from gymnasium.envs.registration import register, registry
+
+if "gpusched/Cluster-v0" not in registry:
+    register(id="gpusched/Cluster-v0", entry_point="gpusched_env.envs.cluster:ClusterEnv")

@@ -60,6 +60,7 @@ class ClusterState:
         self.mem_used = np.zeros(n, dtype=np.float64)
         self.share_used = np.zeros(n, dtype=np.float64)  # sum of gpu_fraction of resident jobs
         self.up = np.ones(n, dtype=bool)
+        self.free_mask = np.ones(n, dtype=bool)  # up and holding no job (kept up to date)
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # sorted by (arrival, id)
         self._pending_keys: list[tuple[float, int]] = []
@@ -106,6 +107,7 @@ class ClusterState:
             n[g] += sign
             mem[g] += dmem
             share[g] += dshare
+            self.free_mask[g] = n[g] == 0 and self.up[g]
 
     def release(self, job_id: int) -> Allocation:
         """Remove a running job from its GPUs (finish, failure); it does not return to the queue."""
@@ -122,9 +124,10 @@ class ClusterState:
         del self.jobs[job_id]
         return alloc
 
-    @property
-    def free_mask(self) -> np.ndarray:
-        return (self.n_resident == 0) & self.up
+    def set_up(self, gpus: list[int], up: bool) -> None:
+        """Mark GPUs up or down (node failure and repair)."""
+        self.up[gpus] = up
+        self.free_mask[gpus] = (self.n_resident[gpus] == 0) & up
 
     # -- decisions ---------------------------------------------------------------------------
     def _check_gpus(self, job: Job, gpus: tuple[int, ...], share: float) -> None:

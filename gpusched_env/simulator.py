@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from gpusched_env.allocation import Applied, ClusterState
+from gpusched_env.allocation import Allocation, Applied, ClusterState
 from gpusched_env.catalog import GPUS, ModelSpec, model_spec
 from gpusched_env.fitted import (
     QUANTILE_GRID,
@@ -95,6 +95,9 @@ class _Run:
     last_t: float = 0.0
     resume_at: float = 0.0
     version: int = 0
+    idx: np.ndarray | None = None  # the job's GPUs as an index array
+    loc_mult: float = 1.0
+    comm_s: float = 0.0
 
 
 class Simulator:
@@ -284,34 +287,42 @@ class Simulator:
             rec.energy_j += dt * run.power_w
         run.last_t = now
 
-    def _iter_time(self, job: Job, gpus: tuple[int, ...], sm_share: float) -> float:
+    def _iter_time(self, job: Job, run: _Run, alloc: Allocation) -> float:
+        """Seconds per iteration of ``job`` on its allocation (see the module docstring)."""
         spec = self.spec(job.model)
         c = job.class_index
-        topo = self.topology
-        worst = 0.0
-        for g in gpus:
-            residents = self._residents(g)
-            me = next(r for r, jid in zip(residents, self.state.resident[g], strict=True) if jid == job.job_id)
-            f = (
-                self.factors[g, c]
-                * self.straggle[g]
-                * slowdown(self.model.sharing, topo.gpu_type_of(g), me, residents)
-                / self._speed[g]
-            )
-            worst = max(worst, f)
+        gpus = alloc.gpus
+        resident = self.state.resident
+        exclusive = alloc.sm_share >= 1.0 and all(len(resident[g]) == 1 for g in gpus)
+        if exclusive and len(gpus) > 8:
+            idx = run.idx
+            worst = float((self.factors[idx, c] * self.straggle[idx] / self._speed[idx]).max())
+        elif exclusive:
+            fac, strag, speed = self.factors, self.straggle, self._speed
+            worst = max(float(fac[g, c] * strag[g] / speed[g]) for g in gpus)
+        else:
+            topo = self.topology
+            worst = 0.0
+            for g in gpus:
+                residents = self._residents(g)
+                me = residents[resident[g].index(job.job_id)]
+                sd = slowdown(self.model.sharing, topo.gpu_type_of(g), me, residents)
+                worst = max(worst, float(self.factors[g, c] * self.straggle[g] * sd / self._speed[g]))
         t = spec.base_iter_s * worst
-        if len(gpus) > 1:
-            loc = self.model.locality
-            level = topo.locality(gpus)
-            if loc.mode == "constant":
-                if level != "node":
-                    t *= loc.lf
-            else:
-                link = topo.links[level]
-                n = len(gpus)
-                volume = 2 * (n - 1) / n * 4e6 * spec.params_m
-                t += volume / (link.bandwidth_gbps * 1e9) + 2 * (n - 1) * link.latency_s
-        return t
+        return t * run.loc_mult + run.comm_s
+
+    def _placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
+        """(multiplier, added seconds) of the locality model for a placement."""
+        if len(gpus) <= 1:
+            return 1.0, 0.0
+        loc = self.model.locality
+        level = self.topology.locality(gpus)
+        if loc.mode == "constant":
+            return (loc.lf if level != "node" else 1.0), 0.0
+        link = self.topology.links[level]
+        n = len(gpus)
+        volume = 2 * (n - 1) / n * 4e6 * self.spec(job.model).params_m
+        return 1.0, volume / (link.bandwidth_gbps * 1e9) + 2 * (n - 1) * link.latency_s
 
     def _residents(self, g: int) -> list[Resident]:
         out = []
@@ -351,8 +362,12 @@ class Simulator:
         if restarted:
             rec.restarts += 1
         cost = self.model.restart_cost_s if restarted else 0.0
-        self.runs[jid] = _Run(last_t=now, resume_at=now + cost)
-        touched.update(self.state.running[jid].gpus)
+        gpus = self.state.running[jid].gpus
+        mult, comm = self._placement_cost(self.state.jobs[jid], gpus)
+        self.runs[jid] = _Run(
+            last_t=now, resume_at=now + cost, idx=np.asarray(gpus, dtype=np.int64), loc_mult=mult, comm_s=comm
+        )
+        touched.update(gpus)
 
     def _stop_run(self, jid: int, now: float, touched: set[int]) -> None:
         """Settle a job leaving its GPUs (the allocation is already released in the state)."""
@@ -375,14 +390,20 @@ class Simulator:
                 self._settle(jid, now)
         nodes: set[int] = set()
         for g in gpus:
-            residents = self._residents(g)
-            u = gpu_utilisation(residents)
-            p = gpu_power_w(self._idle_w[g], self._busy_w[g], u) if residents else self._idle_w[g]
+            here = state.resident[g]
+            if not here:
+                u, p = 0.0, float(self._idle_w[g])
+            else:
+                if len(here) == 1 and state.running[here[0]].sm_share >= 1.0:
+                    u = min(1.0, self.spec(state.jobs[here[0]].model).util)
+                else:
+                    u = gpu_utilisation(self._residents(g))
+                p = gpu_power_w(self._idle_w[g], self._busy_w[g], u)
             self.cluster_power += p - self.gpu_power[g]
             self.gpu_power[g] = p
             self.gpu_util[g] = u
             was_busy = g in self._busy_set
-            is_busy = bool(residents)
+            is_busy = bool(here)
             if was_busy != is_busy:
                 node = int(topo.gpu_node[g])
                 old = self._node_power(int(self.node_busy[node]))
@@ -400,8 +421,9 @@ class Simulator:
                 continue
             alloc = state.running[jid]
             self._last_gpus[jid] = alloc.gpus
-            run.iter_s = self._iter_time(state.jobs[jid], alloc.gpus, alloc.sm_share)
-            run.power_w = sum(float(self.gpu_power[g]) / len(state.resident[g]) for g in alloc.gpus)
+            run.iter_s = self._iter_time(state.jobs[jid], run, alloc)
+            power = self.gpu_power
+            run.power_w = sum(float(power[g]) / len(state.resident[g]) for g in alloc.gpus)
             self._schedule_completion(jid, run, now)
         if self.timeline is not None:
             self.timeline.add(now, self._busy_gpus, self.cluster_power)
@@ -505,12 +527,12 @@ class Simulator:
                 self.done[jid] = max(0.0, self.done[jid] - lost_t / iter_s)
                 self.state.requeue(jid)
                 self.records[jid].preemptions += 1
-            self.state.up[gpus] = False
+            self.state.set_up(gpus, False)
             self._refresh(touched, now)
             self._trigger = True
             yield env.timeout(cfg.repair_s)
             self._account(env.now)
-            self.state.up[gpus] = True
+            self.state.set_up(gpus, True)
             self._trigger = True
 
     # -- results -----------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from conftest import StrictFifo
 
 from gpusched_env.catalog import GPUS, MODELS
 from gpusched_env.fitted import NODE_BASE_W
@@ -11,6 +10,7 @@ from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import J_PER_KWH, compute_metrics
 from gpusched_env.policy import run_policy
 from gpusched_env.simulator import SimModel, Simulator
+from gpusched_env.testing import StrictFifo
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
 from gpusched_env.variability import VariabilityConfig

@@ -1,0 +1,117 @@
+"""Queue orders: one sort key per scheduling discipline (Blox style: the order is just a key).
+
+A key maps ``(view, job)`` to a tuple; smaller sorts first. Every key ends with
+``(arrival_s, job_id)`` so ties are broken FIFO and the order is total and deterministic.
+
+- :class:`FifoOrder` — arrival order.
+- :class:`SjfOrder` — total work = ``work_iters`` x the model's base iteration time (catalogue,
+  :mod:`gpusched_env.catalog`). This is **oracle** knowledge of the job length (documented choice;
+  the simulator knows it, a real scheduler would not). Unknown models count 1 s per iteration.
+- :class:`SrtfOrder` — remaining work = ``view.progress(id).remaining_iters`` x base iteration time
+  (**oracle**, documented).
+- :class:`LasOrder` — least attained service: ``view.progress(id).attained_gpu_s`` (GPU-seconds).
+- :class:`TiresiasOrder` — discretised two-queue LAS (Tiresias' 2D-LAS with two queues): queue 0
+  while attained GPU-seconds < ``threshold_gpu_s`` (default 3600 GPU-s, a documented choice,
+  config parameter), queue 1 after; FIFO (arrival) within a queue.
+
+``static`` is True when the key depends only on the :class:`Job` (not on progress); schedulers use
+it to cache the order between calls. ``is_arrival_order`` is True when the order equals the backend's
+pending order (arrival order), which lets FIFO read ``view.pending`` without sorting.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gpusched_env.catalog import model_spec
+from gpusched_env.types import Job
+from gpusched_env.view import ClusterView
+
+Key = tuple[float, ...]
+
+_BASE_ITER_S: dict[str, float] = {}
+
+
+def base_iter_s(model: str) -> float:
+    """Base (single-V100) iteration time of ``model`` from the catalogue; 1.0 s when unknown."""
+    t = _BASE_ITER_S.get(model)
+    if t is None:
+        try:
+            t = model_spec(model).base_iter_s
+        except KeyError:
+            t = 1.0
+        _BASE_ITER_S[model] = t
+    return t
+
+
+class OrderKey(Protocol):
+    """A queue order: ``key(view, job)``; smaller first."""
+
+    name: str
+    static: bool
+    is_arrival_order: bool
+
+    def __call__(self, view: ClusterView, job: Job) -> Key: ...
+
+
+class FifoOrder:
+    """First in, first out: ``(arrival_s, job_id)``."""
+
+    name = "fifo"
+    static = True
+    is_arrival_order = True
+
+    def __call__(self, view: ClusterView, job: Job) -> Key:
+        return (job.arrival_s, job.job_id)
+
+
+class SjfOrder:
+    """Shortest job first by total work ``work_iters x base_iter_s`` (oracle job length)."""
+
+    name = "sjf"
+    static = True
+    is_arrival_order = False
+
+    def __call__(self, view: ClusterView, job: Job) -> Key:
+        return (job.work_iters * base_iter_s(job.model), job.arrival_s, job.job_id)
+
+
+class SrtfOrder:
+    """Shortest remaining time first: ``remaining_iters x base_iter_s`` (oracle remaining work)."""
+
+    name = "srtf"
+    static = False
+    is_arrival_order = False
+
+    def __call__(self, view: ClusterView, job: Job) -> Key:
+        rem = view.progress(job.job_id).remaining_iters
+        return (rem * base_iter_s(job.model), job.arrival_s, job.job_id)
+
+
+class LasOrder:
+    """Least attained service: attained GPU-seconds, then FIFO."""
+
+    name = "las"
+    static = False
+    is_arrival_order = False
+
+    def __call__(self, view: ClusterView, job: Job) -> Key:
+        return (view.progress(job.job_id).attained_gpu_s, job.arrival_s, job.job_id)
+
+
+class TiresiasOrder:
+    """Two-queue discretised LAS: queue 0 below ``threshold_gpu_s`` attained GPU-s, FIFO inside."""
+
+    name = "tiresias"
+    static = False
+    is_arrival_order = False
+
+    def __init__(self, threshold_gpu_s: float = 3600.0) -> None:
+        if threshold_gpu_s <= 0:
+            raise ValueError(f"tiresias.threshold_gpu_s must be > 0, got {threshold_gpu_s}")
+        self.threshold_gpu_s = float(threshold_gpu_s)
+
+    def __call__(self, view: ClusterView, job: Job) -> Key:
+        attained = view.progress(job.job_id).attained_gpu_s
+        queue = 0.0 if attained < self.threshold_gpu_s else 1.0
+        return (queue, job.arrival_s, job.job_id)

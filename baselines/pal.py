@@ -1,0 +1,295 @@
+"""PAL (Jain et al., SC'24) and its PM-First baseline, as CALIBRATION.md describes them.
+
+Read from the authors' artifact ``hal-uw/blox-pal`` (``placement/pal.py``, ``placement/pmfirst.py``,
+``schedulers/fifo.py``, ``fifo_pal.py``) to pin details; this is an independent implementation.
+
+**Offline clustering** (:func:`cluster_factors`, once per distinct ``view.slowdown`` matrix, cached).
+For each performance class (column A..D of the n_gpus x 4 slowdown profile, >1 = slower):
+
+1. outliers = GPUs with value > mean + 3 sigma (sample std, ddof=1, as pandas in the artifact);
+2. K1 = the k in 2..10 with the best silhouette score of K-Means on the non-outlier values
+   (scikit-learn). ``k1=2`` reproduces the artifact, whose search returns from inside its loop
+   after k=2 and so always yields 2. k is capped so that the silhouette is defined;
+3. K-Means with k = K1 + #outliers on all values (capped at the number of distinct values);
+   deterministic: ``init="k-means++"``, ``n_init=10`` (the artifact's scikit-learn default at the
+   time), ``random_state=1`` (the artifact's);
+4. a GPU's slowdown factor sf = its centroid / median of the centroids.
+
+**L x V order** per class: for every distinct sf value s, the entries (s, within-node, s) and
+(s, across-node, s x lf), sorted by the product (ties: smaller s first, then within before across).
+``lf`` defaults to 1.7 (CALIBRATION.md); it may be a per-class mapping. *Artifact difference:* the
+artifact's scheduler uses a per-class lf of A 1.16, B 1.0, C 1.0, D 1.10 (``lf_model`` in
+``placement/pal.py``) - pass ``lf=ARTIFACT_LF`` to reproduce it.
+
+**Placement of one job** (:class:`PALPlacement`, N GPUs, class c, on the eligible free GPUs):
+if 1 < N <= GPUs per node (the largest node), walk the L x V order: a within-node entry (s) takes the
+node whose eligible GPUs with sf <= s include N, minimising the max sf of the chosen N (ties: the
+node with more such GPUs, then the lowest node id, as the artifact's ``value_counts`` order) and
+takes the lexicographically first N GPU ids of that node with sf <= that max (the artifact takes the
+first minimising combination in ``itertools.combinations`` order); an across-node entry (s) runs
+PM-First on the eligible GPUs with sf <= s if there are at least N. Otherwise (N = 1 or N larger
+than a node) PM-First on all eligible GPUs. PM-First: :func:`baselines.placement.pm_first_gpus`.
+
+**Rounds** (every 360 s, non-sticky, :class:`baselines.scheduler.QueueScheduler`): release all GPUs;
+take the longest FIFO prefix (arrival order) whose GPU demand fits the usable GPUs; place it in class
+order A<B<C<D (stable, FIFO inside a class); the first job that cannot be placed stops the round
+(head-of-line); running jobs placed on exactly their GPUs get no decision, others migrate or are
+preempted. ``events=False``: like the artifact, decisions happen only at round boundaries. The
+artifact then also tries the jobs after the prefix in FIFO order; the first of them cannot fit by
+construction (its demand exceeds what the prefix left), so stopping after the prefix is the same.
+
+``pm_first``: the artifact's PM-First policy runs exactly the PAL round (non-sticky, class-ordered
+prefix) but places every job with PM-First on the same clustered factors; so does this one.
+
+The scheduler sees only the clustered factors; the backend keeps using the true per-GPU values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from baselines.ordering import FifoOrder
+from baselines.placement import GpuSet, PlacementContext, PMFirstPlacement, node_slices, pm_first_gpus
+from baselines.scheduler import QueueScheduler
+from gpusched_env.types import PERF_CLASSES, Job
+from gpusched_env.view import ClusterView
+
+DEFAULT_LF = 1.7
+"""Locality penalty for across-node entries of the L x V order (CALIBRATION.md)."""
+
+ARTIFACT_LF: dict[str, float] = {"A": 1.16, "B": 1.0, "C": 1.0, "D": 1.10}
+"""The artifact's per-class locality penalty (``lf_model`` in ``placement/pal.py``)."""
+
+ROUND_S = 360.0
+KMEANS_SEED = 1  # the artifact's random_state
+KMEANS_N_INIT = 10
+
+
+@dataclass(frozen=True)
+class LVEntry:
+    """One entry of the L x V order: factor level, within-node?, factor x locality penalty."""
+
+    level: int
+    sf: float
+    within: bool
+    product: float
+
+
+@dataclass(frozen=True)
+class ClassFactors:
+    """Clustering result for one performance class."""
+
+    sf: np.ndarray  # (n_gpus,) float: slowdown factor = centroid / median centroid
+    level: np.ndarray  # (n_gpus,) int: rank of sf among `values`
+    values: np.ndarray  # (n_levels,) sorted distinct sf values
+    k1: int
+    n_outliers: int
+    lv_order: tuple[LVEntry, ...]
+
+
+@dataclass(frozen=True)
+class ClusterFactors:
+    """Clustered slowdown factors of all classes; ``levels`` is (n_gpus, 4) int."""
+
+    classes: tuple[ClassFactors, ...]
+    levels: np.ndarray
+
+
+def _silhouette_k1(x: np.ndarray, k_max: int = 10) -> int:
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    n_distinct = np.unique(x).size
+    best_k, best_s = 2, -np.inf
+    for k in range(2, min(k_max, n_distinct, x.size - 1) + 1):
+        labels = KMeans(
+            n_clusters=k, init="k-means++", n_init=KMEANS_N_INIT, random_state=KMEANS_SEED
+        ).fit_predict(x.reshape(-1, 1))
+        if not 2 <= np.unique(labels).size <= x.size - 1:
+            continue
+        s = float(silhouette_score(x.reshape(-1, 1), labels))
+        if s > best_s:
+            best_k, best_s = k, s
+    return best_k
+
+
+def _cluster_one(x: np.ndarray, k1: int | None, sigma: float, lf: float) -> ClassFactors:
+    from sklearn.cluster import KMeans
+
+    x = np.asarray(x, dtype=np.float64)
+    n_distinct = np.unique(x).size
+    outliers = x > x.mean() + sigma * (x.std(ddof=1) if x.size > 1 else 0.0)
+    n_out = int(outliers.sum())
+    if k1 is None:
+        inliers = x[~outliers]
+        k1_used = _silhouette_k1(inliers) if np.unique(inliers).size >= 3 else 2
+    else:
+        k1_used = k1
+    k = max(1, min(k1_used + n_out, n_distinct))
+    if k == 1:
+        sf = np.ones_like(x)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            km = KMeans(n_clusters=k, init="k-means++", n_init=KMEANS_N_INIT, random_state=KMEANS_SEED)
+            labels = km.fit_predict(x.reshape(-1, 1))
+        centers = km.cluster_centers_[:, 0]
+        sf = centers[labels] / float(np.median(centers))
+    values, level = np.unique(sf, return_inverse=True)
+    entries = [LVEntry(i, float(s), True, float(s)) for i, s in enumerate(values)]
+    entries += [LVEntry(i, float(s), False, float(s) * lf) for i, s in enumerate(values)]
+    entries.sort(key=lambda e: (e.product, e.sf, not e.within))
+    return ClassFactors(sf, level.astype(np.int64), values, k1_used, n_out, tuple(entries))
+
+
+_CACHE: dict[tuple[object, ...], ClusterFactors] = {}
+_CACHE_MAX = 32
+
+
+def cluster_factors(
+    slowdown: np.ndarray,
+    k1: int | None = None,
+    sigma: float = 3.0,
+    lf: float | Mapping[str, float] = DEFAULT_LF,
+) -> ClusterFactors:
+    """PAL's offline clustering of an (n_gpus, 4) slowdown profile; cached per distinct input."""
+    a = np.ascontiguousarray(slowdown, dtype=np.float64)
+    lfs = tuple(float(lf[c]) if isinstance(lf, Mapping) else float(lf) for c in PERF_CLASSES)
+    key = (hashlib.blake2b(a.tobytes(), digest_size=16).hexdigest(), a.shape, k1, sigma, lfs)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    if a.ndim != 2 or a.shape[1] != len(PERF_CLASSES):
+        raise ValueError(f"slowdown must be (n_gpus, {len(PERF_CLASSES)}), got {a.shape}")
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # tiny 1-D problems: thread start-up costs more than the work
+        classes = tuple(_cluster_one(a[:, c], k1, sigma, lfs[c]) for c in range(len(PERF_CLASSES)))
+    out = ClusterFactors(classes, np.stack([cf.level for cf in classes], axis=1))
+    if len(_CACHE) >= _CACHE_MAX:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = out
+    return out
+
+
+class _FactorSource:
+    """Clustered factors of the view's slowdown matrix, remembered for the last matrix seen."""
+
+    def __init__(self, k1: int | None, sigma: float, lf: float | Mapping[str, float]) -> None:
+        if k1 is not None and not 1 <= k1 <= 10:
+            raise ValueError(f"pal.k1 must be in 1..10 or None (silhouette search), got {k1}")
+        if sigma <= 0:
+            raise ValueError(f"pal.outlier_sigma must be > 0, got {sigma}")
+        lfs = lf.values() if isinstance(lf, Mapping) else [lf]
+        if any(v < 1.0 for v in lfs):
+            raise ValueError(f"pal.lf must be >= 1, got {lf}")
+        if isinstance(lf, Mapping) and set(lf) != set(PERF_CLASSES):
+            raise ValueError(f"pal.lf mapping must give classes {PERF_CLASSES}, got {sorted(lf)}")
+        self.k1, self.sigma, self.lf = k1, sigma, lf
+        self._last: tuple[np.ndarray, ClusterFactors] | None = None
+
+    def factors(self, view: ClusterView) -> ClusterFactors:
+        s = view.slowdown
+        if self._last is not None and (self._last[0] is s or np.array_equal(self._last[0], s)):
+            return self._last[1]
+        f = cluster_factors(s, self.k1, self.sigma, self.lf)
+        self._last = (np.array(s), f)
+        return f
+
+    def levels(self, view: ClusterView) -> np.ndarray:
+        return self.factors(view).levels
+
+
+class PALPlacement:
+    """PAL's locality x variability placement (module docstring)."""
+
+    def __init__(self, source: _FactorSource) -> None:
+        self.source = source
+
+    def place(self, job: Job, ctx: PlacementContext) -> GpuSet | None:
+        cf = self.source.factors(ctx.view).classes[job.class_index]
+        n = job.num_gpus
+        cand = np.flatnonzero(ctx.eligible(job))
+        if cand.size < n:
+            return None
+        level = cf.level
+        if not 1 < n <= ctx.view.topology.max_gpus_per_node:
+            return pm_first_gpus(cand, n, level, ctx.gpu_node)
+        for e in cf.lv_order:
+            sub = cand[level[cand] <= e.level]
+            if sub.size < n:
+                continue
+            if not e.within:
+                return pm_first_gpus(sub, n, level, ctx.gpu_node)
+            gpus = _best_within_node(sub, n, level, ctx.node_first)
+            if gpus is not None:
+                return gpus
+        return None
+
+
+def _best_within_node(sub: np.ndarray, n: int, level: np.ndarray, node_first: np.ndarray) -> GpuSet | None:
+    """The node whose ``sub`` GPUs hold n with the smallest max level (ties: more GPUs, lower id)."""
+    pos = node_slices(sub, node_first)
+    counts = np.diff(pos)
+    ok = np.flatnonzero(counts >= n)
+    if ok.size == 0:
+        return None
+    lv = level[sub]
+    n_lv = int(lv.max()) + 1
+    node_of = np.repeat(np.arange(counts.size), counts)
+    per = np.bincount(node_of * n_lv + lv, minlength=counts.size * n_lv).reshape(counts.size, n_lv)
+    cum = np.cumsum(per[ok], axis=1)
+    worst = np.argmax(cum >= n, axis=1)  # min over N-subsets of the max level, per node
+    best = int(np.lexsort((ok, -counts[ok], worst))[0])
+    node, w = int(ok[best]), int(worst[best])
+    g = sub[pos[node] : pos[node + 1]]
+    return tuple(int(x) for x in g[level[g] <= w][:n])
+
+
+def _class_rank(job: Job) -> float:
+    return float(job.class_index)
+
+
+def make_pal(
+    round_s: float = ROUND_S,
+    lf: float | Mapping[str, float] = DEFAULT_LF,
+    k1: int | None = None,
+    outlier_sigma: float = 3.0,
+    class_order: bool = True,
+) -> QueueScheduler:
+    """PAL: FIFO prefix, class order, L x V placement, non-sticky rounds."""
+    src = _FactorSource(k1, outlier_sigma, lf)
+    return QueueScheduler(
+        "pal",
+        FifoOrder(),
+        PALPlacement(src),
+        sticky=False,
+        preemptive=True,
+        round_s=round_s,
+        head_of_line=True,
+        events=False,
+        placement_order=_class_rank if class_order else None,
+    )
+
+
+def make_pm_first(
+    round_s: float = ROUND_S, k1: int | None = None, outlier_sigma: float = 3.0, class_order: bool = True
+) -> QueueScheduler:
+    """PM-First: the PAL round with PM-First placement on the clustered factors (as the artifact)."""
+    src = _FactorSource(k1, outlier_sigma, DEFAULT_LF)
+    return QueueScheduler(
+        "pm_first",
+        FifoOrder(),
+        PMFirstPlacement(src.levels),
+        sticky=False,
+        preemptive=True,
+        round_s=round_s,
+        head_of_line=True,
+        events=False,
+        placement_order=_class_rank if class_order else None,
+    )

@@ -1,0 +1,244 @@
+"""A generic queue scheduler: an order key + a placement + a few switches (Blox-style separation).
+
+``QueueScheduler(order, placement, sticky, preemptive, round_s, head_of_line)`` runs in one of two
+modes; it never looks at its own name.
+
+**Event-driven** (``round_s=None``; e.g. ``fifo``, ``sjf``): at every decision point walk the pending
+queue in key order and start each job the placement can place on free GPUs. With
+``head_of_line=True`` (default) the walk stops at the first job that cannot be placed (strict
+FIFO/SJF order, no backfilling: a documented choice that matches PAL's baselines and Blox); with
+``head_of_line=False`` it skips that job and tries the later ones. Nothing is ever preempted.
+Cost when nothing fits: only the head job is checked (one count of the free mask).
+
+**Round-based** (``round_s`` set; e.g. ``las``, ``srtf``, ``tiresias``, PAL's study baselines): at
+each round, sort running + pending jobs by the key (only pending ones if ``preemptive=False``, the
+running ones then keep their GPUs), select the longest prefix whose GPU demand fits the usable GPUs
+(with ``head_of_line=False``: skip jobs that do not fit and keep going), preempt running jobs that
+were not selected, then
+
+- ``sticky=True``: selected running jobs keep their GPUs; the selected pending jobs are placed,
+  in order, on the free GPUs (including those the preempted jobs released);
+- ``sticky=False``: all GPUs are released and every selected job is placed again, in order. A
+  running job placed on exactly its current GPUs gets no decision (no restart); one placed
+  elsewhere gets a :class:`Migrate`; one that could not be placed is preempted.
+
+A job the placement cannot place stops the round (head-of-line) or is skipped.
+``placement_order`` optionally re-sorts the selected jobs (stable) before placement (PAL sorts
+the selected FIFO prefix by performance class A<B<C<D).
+
+Round detection: the backend calls ``decide`` every ``round_s`` seconds and, if ``events`` is True,
+at events too. A call is a round when at least ``round_s`` (minus 1 ms) has passed since the last
+round (the first call is a round). With ``events=True`` the calls between rounds run a fill-only
+pass: pending jobs in key order onto free GPUs, no preemption (so arrivals and freed GPUs are used
+before the next round). With ``events=False`` every call is a round.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from baselines.ordering import Key, OrderKey
+from baselines.placement import GpuSet, Placement, PlacementContext
+from gpusched_env.types import Decision, Job, Migrate, Preempt, Start
+from gpusched_env.view import ClusterView
+
+_EPS_S = 1e-3
+
+
+def _arrival(job: Job) -> tuple[float, int]:
+    return (job.arrival_s, job.job_id)
+
+
+class _StaticOrderCache:
+    """Pending jobs sorted by a static key, kept between calls (so SJF does not re-sort 80k jobs).
+
+    New arrivals are found at the tail of ``view.pending`` (arrival order). Entries of jobs that
+    are running or finished are skipped (finished ones dropped). Jobs that return to the queue
+    (preemption, failure) never left the list. Rebuilt when the counts show something is missing.
+    """
+
+    def __init__(self, key: OrderKey) -> None:
+        self.key = key
+        self.entries: list[tuple[Key, int]] = []
+        self.last: tuple[float, int] | None = None
+
+    def iter_pending(self, view: ClusterView) -> Iterable[Job]:
+        pend = view.pending
+        running = view.running
+        if self.last is not None and len(self.entries) < len(pend):
+            self.last = None  # something we never saw: rebuild
+        if self.last is None:
+            self.entries = sorted((self.key(view, j), j.job_id) for j in pend)
+        else:
+            i = len(pend)
+            while i > 0 and (pend[i - 1].arrival_s, pend[i - 1].job_id) > self.last:
+                i -= 1
+            for j in pend[i:]:
+                bisect.insort(self.entries, (self.key(view, j), j.job_id))
+        if pend:
+            self.last = max((pend[-1].arrival_s, pend[-1].job_id), self.last or (-np.inf, -1))
+        if len(self.entries) > 2 * (len(pend) + len(running)) + 1024:
+            self.last = None  # purge finished entries on the next call
+        k = 0
+        while k < len(self.entries):
+            jid = self.entries[k][1]
+            if jid in running:
+                k += 1
+                continue
+            try:
+                job = view.job(jid)
+            except KeyError:  # finished
+                del self.entries[k]
+                continue
+            yield job
+            k += 1
+
+
+class QueueScheduler:
+    """Order x placement x (sticky, preemptive, round_s, head_of_line); see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        order: OrderKey,
+        placement: Placement,
+        *,
+        sticky: bool = True,
+        preemptive: bool = False,
+        round_s: float | None = None,
+        head_of_line: bool = True,
+        events: bool = True,
+        placement_order: Callable[[Job], float] | None = None,
+    ) -> None:
+        if round_s is not None and round_s <= 0:
+            raise ValueError(f"{name}.round_s must be > 0, got {round_s}")
+        if round_s is None and not events:
+            raise ValueError(f"{name}: an event-driven scheduler (round_s=None) needs events=True")
+        if not sticky and not preemptive:
+            raise ValueError(f"{name}: sticky=False re-places running jobs, so it needs preemptive=True")
+        self.name = name
+        self.order = order
+        self.placement = placement
+        self.sticky = sticky
+        self.preemptive = preemptive
+        self.round_s = None if round_s is None else float(round_s)
+        self.head_of_line = head_of_line
+        self.events = events
+        self.placement_order = placement_order
+        self._last_round: float | None = None
+        self._cache = _StaticOrderCache(order) if order.static and not order.is_arrival_order else None
+
+    # -- entry point -------------------------------------------------------------------------
+    def decide(self, view: ClusterView) -> list[Decision]:
+        if self.round_s is None:
+            return self._fill(view)
+        now = view.now
+        if not self.events or self._last_round is None or now >= self._last_round + self.round_s - _EPS_S:
+            self._last_round = now
+            return self._round(view)
+        return self._fill(view)
+
+    # -- non-preemptive pass -----------------------------------------------------------------
+    def _pending_in_order(self, view: ClusterView) -> Iterable[Job]:
+        if self.order.is_arrival_order:
+            return view.pending
+        if self._cache is not None:
+            return self._cache.iter_pending(view)
+        return sorted(view.pending, key=lambda j: self.order(view, j))
+
+    def _fill(self, view: ClusterView) -> list[Decision]:
+        pend = view.pending
+        if not pend:
+            return []
+        free = view.free
+        n_free = int(np.count_nonzero(free))
+        if n_free == 0:
+            return []
+        if self.head_of_line and self.order.is_arrival_order and pend[0].num_gpus > n_free:
+            return []  # fast path: the head cannot start
+        ctx = PlacementContext(view, free)
+        out: list[Decision] = []
+        for job in self._pending_in_order(view):
+            if n_free == 0:
+                break
+            gpus = self.placement.place(job, ctx) if job.num_gpus <= n_free else None
+            if gpus is None:
+                if self.head_of_line:
+                    break
+                continue
+            ctx.take(gpus)
+            n_free -= len(gpus)
+            out.append(Start(job.job_id, gpus))
+        return out
+
+    # -- round -------------------------------------------------------------------------------
+    def _select(self, jobs: Iterable[Job], capacity: int) -> list[Job]:
+        selected: list[Job] = []
+        used = 0
+        for job in jobs:
+            if used + job.num_gpus <= capacity:
+                selected.append(job)
+                used += job.num_gpus
+            elif self.head_of_line:
+                break
+        return selected
+
+    def _round(self, view: ClusterView) -> list[Decision]:
+        running = view.running
+        if not view.pending and (self.sticky or not running):
+            return []  # nothing waits: a sticky round cannot change anything
+        up = np.asarray(view.up)
+        key = self.order
+        run_jobs = [view.job(j) for j in running] if self.preemptive else []
+        if self.preemptive:
+            capacity = int(np.count_nonzero(up))
+        else:
+            capacity = int(np.count_nonzero(up)) - sum(len(a.gpus) for a in running.values())
+        if key.is_arrival_order and self.head_of_line:
+            # pending is already in arrival order: merge lazily and stop at the first misfit
+            run_jobs.sort(key=_arrival)
+            selected = self._select(heapq.merge(run_jobs, view.pending, key=_arrival), capacity)
+        else:
+            active = run_jobs + list(view.pending)
+            active.sort(key=lambda j: key(view, j))
+            selected = self._select(active, capacity)
+        chosen = {j.job_id for j in selected}
+        preempt = [jid for jid in running if self.preemptive and jid not in chosen]
+        if self.placement_order is not None:
+            selected.sort(key=self.placement_order)
+
+        n_res = np.array(view.n_resident, dtype=np.int64)
+        releasing = preempt if self.sticky else list(running)
+        for jid in releasing:
+            n_res[list(running[jid].gpus)] -= 1
+        ctx = PlacementContext(view, up & (n_res == 0))
+
+        placed: dict[int, GpuSet] = {}
+        for job in selected:
+            jid = job.job_id
+            if jid in running and self.sticky:
+                continue  # keeps its GPUs
+            gpus = self.placement.place(job, ctx)
+            if gpus is None:
+                if self.head_of_line:
+                    break
+                continue
+            ctx.take(gpus)
+            placed[jid] = gpus
+
+        out: list[Decision] = [Preempt(jid) for jid in preempt]
+        if not self.sticky:
+            for jid in running:
+                if jid in chosen and jid not in placed:
+                    out.append(Preempt(jid))  # selected but not re-placed (head-of-line stop)
+        for jid, gpus in placed.items():
+            if jid in running:
+                if set(gpus) != set(running[jid].gpus):
+                    out.append(Migrate(jid, gpus))
+            else:
+                out.append(Start(jid, gpus))
+        return out

@@ -1,0 +1,384 @@
+"""``gpusched/Cluster-v0``: the simulated GPU cluster as a Gymnasium environment."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW, DecisionBuilder, JobCache, obs_size
+from gpusched_env.envs.options import OPTION_NAMES, OptionSet
+from gpusched_env.metrics import J_PER_KWH, RunResult
+from gpusched_env.policy import Policy
+from gpusched_env.scenario import Scenario, build_workloads, load_scenario, sim_seed
+from gpusched_env.simulator import Simulator
+from gpusched_env.types import Decision, Job
+from gpusched_env.view import ClusterView
+
+
+class _FinishTap:
+    """Records tracked completions (the simulator's ``checker`` hook; checks nothing)."""
+
+    __slots__ = ("finished",)
+
+    def __init__(self) -> None:
+        self.finished: list[int] = []
+
+    def check(self, state: object, now: float, energy_j: float, idle_floor_j: float) -> None:
+        return None
+
+    def on_finish(self, job_id: int) -> None:
+        self.finished.append(job_id)
+
+
+class _JctIntegral:
+    """S(t) = sum over tracked jobs of their time in the system up to t (so S(end) = total JCT)."""
+
+    def __init__(self, jobs: list[Job]) -> None:
+        arr = np.sort(np.array([j.arrival_s for j in jobs if j.tracked], dtype=np.float64))
+        self.arrivals = arr
+        self.cum = np.concatenate([[0.0], np.cumsum(arr)])
+        self.n_fin = 0
+        self.fin_sum = 0.0
+
+    def finish(self, t: float) -> None:
+        self.n_fin += 1
+        self.fin_sum += t
+
+    def at(self, t: float) -> float:
+        n = int(np.searchsorted(self.arrivals, t, side="right"))
+        return (n * t - self.cum[n]) - (self.n_fin * t - self.fin_sum)
+
+
+class ClusterEnv(gym.Env[np.ndarray, np.int64]):
+    """
+    ## Description
+
+    A calibrated GPU cluster (:class:`gpusched_env.simulator.Simulator`) running one workload of a
+    scenario (``conf/scenario/NAME.yaml``). Decision points are scheduling events: job arrivals,
+    completions, node failures/repairs and round ticks every ``round_s`` seconds. At a decision
+    point the agent starts queued jobs one action at a time until it picks "done" or no placement
+    is valid any more; the starts taken at one decision point form one batch applied with
+    ``Simulator.apply``; the simulation then advances to the next decision point at which at least
+    one start is possible (points where nothing can start are passed over, their time still counts
+    in the reward). The agent never preempts or migrates (started jobs keep their GPUs);
+    round-based heuristics that do (PAL, LAS, ...) run through :meth:`step_decisions` (below).
+
+    ## Action Space
+
+    ``Discrete(K * P + 1)``: action ``a < K * P`` starts the job in queue slot ``a // P`` with
+    placement option ``a % P``; action ``K * P`` is "done". Queue slots: the first ``fifo_slots``
+    pending jobs by arrival, then the pending jobs with the least work estimate (so skipping the head
+    of the line, backfilling, is possible). Placement options (``options``, default all five, see
+    :mod:`gpusched_env.envs.options`): ``pal`` (PAL's L x V choice), ``pm_first``, ``packed``,
+    ``spread``, ``least_interference`` (co-location allowed). ``action_masks()`` and
+    ``info["action_mask"]`` come from one function. An invalid action is a no-op that costs
+    ``invalid_penalty``; after ``max_actions_per_decision`` actions at one point, "done" is implied.
+
+    ## Observation Space
+
+    ``Box(-1, 10, (n_nodes * 8 + K * 11 + 8,), float32)``, always finite: per node (free GPUs,
+    up GPUs, mean slowdown factor of free GPUs per class, power, co-located load), per queue slot
+    (present, GPUs, class, waiting time, work estimate, fits now, demand / free), global (time of
+    day, load, queue length, running jobs, queued demand, starts in this batch). Layout:
+    :mod:`gpusched_env.envs.observe`.
+
+    ## Rewards
+
+    ``-(tracked jobs in the system) x (elapsed seconds) x reward_scale`` for the time between
+    decision points, given on the step that ends the decision point ("done" or the last possible
+    start). The episode return is therefore ``-(total JCT of the tracked jobs) x reward_scale``
+    exactly (``reward_scale`` default ``1/3600``: job-hours). Optional: ``- energy_weight x kWh``
+    consumed and ``- slo_weight`` per job finishing after its deadline. An invalid action gives
+    ``-invalid_penalty``. Background (untracked) jobs count in no reward or metric, like the
+    metrics; the observation does not say which jobs are tracked.
+
+    ## Starting State
+
+    ``reset`` picks a workload from ``workloads`` (uniformly from ``np_random``) and a run seed
+    (from ``run_seeds`` if given, else ``np_random``); the workload jobs, the simulator seed and
+    the GPU variability all derive from the run seed exactly as in ``gpusched-bench``
+    (``build_workloads``, ``sim_seed``). ``options={"workload": i, "run_seed": s}`` fixes them.
+
+    ## Episode End
+
+    Terminated when every tracked job has finished (or the simulation cannot go on: nothing left
+    to run, or a stall). Truncated after ``max_steps`` steps when set.
+
+    ## Arguments
+
+    ``scenario`` (name or :class:`~gpusched_env.scenario.Scenario`), ``workloads`` (indices, default
+    all), ``run_seeds`` (pool of run seeds or None), ``queue_slots`` K (16), ``fifo_slots`` (8),
+    ``options`` (names), ``reward_scale``, ``energy_weight``, ``slo_weight``, ``invalid_penalty``,
+    ``max_actions_per_decision`` (64), ``max_steps`` (None), ``round_s`` (scenario's), ``pal``
+    (PAL placement parameters, default the scenario's ``policies.pal``).
+
+    Heuristic passthrough: ``reset(options={"passthrough": True, "round_s": ..., "events": ...})``
+    stops at every decision point of the policy's schedule and :meth:`step_decisions` applies any
+    decision batch (starts, preemptions, migrations); :func:`run_policy_in_env` drives any policy so.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        scenario: str | Scenario = "synthetic_philly",
+        workloads: list[int] | None = None,
+        run_seeds: list[int] | None = None,
+        queue_slots: int = 16,
+        fifo_slots: int = 8,
+        options: list[str] | tuple[str, ...] = OPTION_NAMES,
+        reward_scale: float = 1.0 / 3600.0,
+        energy_weight: float = 0.0,
+        slo_weight: float = 0.0,
+        invalid_penalty: float = 1.0,
+        max_actions_per_decision: int = 64,
+        max_steps: int | None = None,
+        round_s: float | None = None,
+        pal: dict[str, Any] | None = None,
+        workload_cache: int = 8,
+    ) -> None:
+        super().__init__()
+        self.scn = load_scenario(scenario) if isinstance(scenario, str) else scenario
+        self.topo = self.scn.cluster.topology()
+        n_wl = len(self.scn.workload_names)
+        self.workloads = list(range(n_wl)) if workloads is None else [int(w) for w in workloads]
+        if not self.workloads or any(not 0 <= w < n_wl for w in self.workloads):
+            raise ValueError(f"workloads must be indices in 0..{n_wl - 1}, got {workloads}")
+        self.run_seeds = None if run_seeds is None else [int(s) for s in run_seeds]
+        if queue_slots < 1 or not 0 <= fifo_slots <= queue_slots:
+            raise ValueError(f"need queue_slots >= 1 and 0 <= fifo_slots <= queue_slots, got {queue_slots}, {fifo_slots}")
+        self.k = int(queue_slots)
+        self.fifo_slots = int(fifo_slots)
+        pal_params = dict(self.scn.policies.get("pal", {})) if pal is None else dict(pal)
+        pal_params.pop("round_s", None)
+        self.option_set = OptionSet(tuple(options), pal_params)
+        self._shares = bool(self.scn.cluster.max_jobs_per_gpu > 1 and not self.option_set.exclusive.all())
+        self.reward_scale = float(reward_scale)
+        self.energy_weight = float(energy_weight)
+        self.slo_weight = float(slo_weight)
+        self.invalid_penalty = float(invalid_penalty)
+        self.max_actions_per_decision = int(max_actions_per_decision)
+        self.max_steps = max_steps
+        self.default_round_s = self.scn.round_s if round_s is None else round_s
+        self.action_space = spaces.Discrete(self.k * len(self.option_set) + 1)
+        self.observation_space = spaces.Box(
+            OBS_LOW, OBS_HIGH, (obs_size(self.topo.n_nodes, self.k),), dtype=np.float32
+        )
+        self._wl_cache: OrderedDict[int, list[tuple[str, list[Job]]]] = OrderedDict()
+        self._wl_cache_size = int(workload_cache)
+        self.sim: Simulator | None = None
+        self.builder: DecisionBuilder | None = None
+        self._jobs = JobCache()
+        self._passthrough = False
+        self._over = True
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _workload(self, run_seed: int, index: int) -> tuple[str, list[Job]]:
+        wl = self._wl_cache.get(run_seed)
+        if wl is None:
+            wl = build_workloads(self.scn, run_seed, self.topo)
+            self._wl_cache[run_seed] = wl
+            while len(self._wl_cache) > self._wl_cache_size:
+                self._wl_cache.popitem(last=False)
+        return wl[index]
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        opts = dict(options or {})
+        rng = self.np_random
+        wl = int(opts["workload"]) if "workload" in opts else int(rng.choice(self.workloads))
+        if "run_seed" in opts:
+            run_seed = int(opts["run_seed"])
+        elif self.run_seeds:
+            run_seed = int(rng.choice(self.run_seeds))
+        else:
+            run_seed = int(rng.integers(2**31 - 1))
+        self._passthrough = bool(opts.get("passthrough", False))
+        round_s = opts.get("round_s", self.default_round_s)
+        events = bool(opts.get("events", True))
+        self.workload_name, jobs = self._workload(run_seed, wl)
+        self.workload_index, self.run_seed = wl, run_seed
+        self._tap = _FinishTap()
+        self.sim = Simulator(
+            self.topo, jobs, self.scn.model, seed=sim_seed(run_seed), checker=self._tap,  # type: ignore[arg-type]
+            max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
+        )
+        self._jobs.clear()
+        self._jct = _JctIntegral(jobs)
+        self._tracked = {j.job_id for j in jobs if j.tracked}
+        self._t = 0.0
+        self._s = 0.0
+        self._energy = 0.0
+        self._steps = 0
+        self._acts_here = 0
+        self.decision_points = 0
+        self.invalid_actions = 0
+        self.episode_return = 0.0
+        self._carry = 0.0
+        self.sim.start(round_s, events)
+        self._over = False
+        self._carry = self._advance()  # reward of skipped points before the first one: paid on step 1
+        return self.builder_obs(), self._info()
+
+    # -- shared pieces -----------------------------------------------------------------------
+    def builder_obs(self) -> np.ndarray:
+        assert self.builder is not None
+        return self.builder.observe().copy()  # a fresh array per call (callers keep them)
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions now (sb3-contrib MaskablePPO reads this); the same array as info["action_mask"]."""
+        if self.builder is None:
+            m = np.zeros(self.action_space.n, dtype=bool)
+            m[-1] = True
+            return m
+        return self.builder.mask()
+
+    def view(self) -> ClusterView:
+        assert self.sim is not None
+        return self.sim.view()
+
+    def _info(self, invalid: bool = False) -> dict[str, Any]:
+        assert self.sim is not None
+        return {
+            "action_mask": self.action_masks().copy(),
+            "time_s": float(self.sim.env.now),
+            "decision_points": self.decision_points,
+            "invalid_action": invalid,
+            "workload": self.workload_index,
+            "run_seed": self.run_seed,
+        }
+
+    def _interval_reward(self) -> float:
+        """Reward for the simulated time since the last call (JCT integral, energy, SLO)."""
+        sim = self.sim
+        assert sim is not None
+        now = float(sim.env.now)
+        misses = 0
+        for jid in self._tap.finished:
+            if jid in self._tracked:
+                rec = sim.records[jid]
+                assert rec.finish_s is not None
+                self._jct.finish(rec.finish_s)
+                if rec.deadline_met is False:
+                    misses += 1
+        self._tap.finished.clear()
+        s = self._jct.at(now)
+        r = -(s - self._s) * self.reward_scale
+        self._s = s
+        if self.energy_weight:
+            e = sim.energy_j
+            r -= self.energy_weight * (e - self._energy) / J_PER_KWH
+            self._energy = e
+        if self.slo_weight and misses:
+            r -= self.slo_weight * misses
+        return float(r)
+
+    def _advance(self) -> float:
+        """Run to the next decision point (one with a valid start, unless passthrough); return its reward."""
+        sim = self.sim
+        assert sim is not None
+        reward = 0.0
+        while True:
+            alive = sim.advance()
+            reward += self._interval_reward()
+            if not alive:
+                self._over = True
+                self.builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
+                return reward
+            self.decision_points += 1
+            if not self._passthrough and not self._may_start(sim):
+                continue
+            self.builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
+            self._acts_here = 0
+            if self._passthrough or self.builder.any_valid():
+                return reward
+
+    def _may_start(self, sim: Simulator) -> bool:
+        """Cheap necessary condition for a valid start (GPU counts only); exact check in the builder."""
+        state = sim.state
+        pend = state.pending
+        if not pend:
+            return False
+        room = int(np.count_nonzero(state.free_mask))
+        if self._shares:
+            room = max(room, int(np.count_nonzero(state.up & (state.n_resident < state.max_jobs_per_gpu))))
+        if room == 0:
+            return False
+        return min(j.num_gpus for j in pend) <= room
+
+    # -- stepping ----------------------------------------------------------------------------
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self._over or self.sim is None or self.builder is None:
+            raise RuntimeError("step() after the episode ended: call reset()")
+        if self._passthrough:
+            raise RuntimeError("this episode was reset in passthrough mode: use step_decisions()")
+        a = int(action)
+        b = self.builder
+        self._steps += 1
+        self._acts_here += 1
+        reward, self._carry = self._carry, 0.0
+        invalid = False
+        finish = a == b.done_action
+        if not finish:
+            if b.act(a) is None:
+                invalid = True
+                self.invalid_actions += 1
+                reward -= self.invalid_penalty
+            finish = not b.any_valid()
+        if self._acts_here >= self.max_actions_per_decision:
+            finish = True
+        if finish:
+            if b.decisions:
+                self.sim.apply(list(b.decisions))
+            reward += self._advance()
+        self.episode_return += reward
+        truncated = self.max_steps is not None and self._steps >= self.max_steps and not self._over
+        return b_obs(self), reward, self._over, truncated, self._info(invalid)
+
+    def step_decisions(self, decisions: list[Decision]) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Passthrough: apply a whole decision batch (any kind) and run to the next decision point."""
+        if self._over or self.sim is None:
+            raise RuntimeError("step_decisions() after the episode ended: call reset()")
+        self._steps += 1
+        if decisions:
+            self.sim.apply(list(decisions))
+        reward = self._carry + self._advance()
+        self._carry = 0.0
+        self.episode_return += reward
+        return b_obs(self), reward, self._over, False, self._info()
+
+    def result(self) -> RunResult:
+        assert self.sim is not None
+        return self.sim.result()
+
+
+def b_obs(env: ClusterEnv) -> np.ndarray:
+    return env.builder_obs()
+
+
+def run_policy_in_env(
+    env: gym.Env, policy: Policy, workload: int, run_seed: int
+) -> tuple[RunResult, float]:
+    """Run a heuristic through the env (passthrough) on one workload and run seed.
+
+    Same decision points (the policy's ``round_s`` / ``events``), same workload and simulator seed
+    as ``gpusched-bench``; returns the run's result and the episode return.
+    """
+    u = env.unwrapped
+    assert isinstance(u, ClusterEnv)
+    u.reset(options={"workload": workload, "run_seed": run_seed, "passthrough": True,
+                     "round_s": policy.round_s, "events": policy.events})
+    over = u._over
+    while not over:
+        _, _, over, _, _ = u.step_decisions(policy.decide(u.view()))
+    return u.result(), u.episode_return

@@ -1,0 +1,77 @@
+"""Decision validation: each rule raises InvalidDecision naming it; a failed batch changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpusched_env.allocation import ClusterState
+from gpusched_env.topology import NodeGroup, Topology
+from gpusched_env.types import InvalidDecision, Job, Migrate, Preempt, Start
+
+
+def state(max_jobs: int = 2) -> ClusterState:
+    s = ClusterState(Topology.build([NodeGroup(2, 2, "V100", 16.0), NodeGroup(1, 2, "P100", 16.0)]), max_jobs)
+    s.submit(Job(0, 0.0, 2, 100, "resnet50", mem_gb=10.0))
+    s.submit(Job(1, 1.0, 1, 100, "resnet50", mem_gb=10.0))
+    s.submit(Job(2, 2.0, 1, 100, "resnet50", mem_gb=4.0, gpu_type="P100"))
+    return s
+
+
+@pytest.mark.parametrize(
+    ("decisions", "rule"),
+    [
+        ([Start(9, (0, 1))], "job-unknown"),
+        ([Start(0, (0,))], "gpu-count"),
+        ([Start(0, (0, 0))], "gpu-distinct"),
+        ([Start(0, (0, 99))], "gpu-exists"),
+        ([Start(2, (0,))], "gpu-type"),
+        ([Start(1, (0,), sm_share=0.0)], "sm-share"),
+        ([Start(1, (0,), sm_share=1.5)], "sm-share"),
+        ([Preempt(1)], "job-not-running"),
+        ([Migrate(1, (2,))], "job-not-running"),
+        ([Start(1, (0,)), Start(1, (1,))], "duplicate-job"),
+        ([Start(0, (0, 1)), Start(1, (0,))], "gpu-memory"),  # 10 + 10 GB > 16 GB
+    ],
+)
+def test_rules(decisions, rule):
+    s = state()
+    before = (list(s.pending), dict(s.running), s.n_resident.copy())
+    with pytest.raises(InvalidDecision) as e:
+        s.apply(decisions, 0.0)
+    assert e.value.rule == rule
+    assert rule in str(e.value)
+    assert (list(s.pending), dict(s.running)) == before[:2] and (s.n_resident == before[2]).all()
+
+
+def test_max_jobs_per_gpu():
+    s = ClusterState(Topology.build([NodeGroup(1, 1)]), max_jobs_per_gpu=2)
+    for i in range(3):
+        s.submit(Job(i, 0.0, 1, 10, "dcgan", mem_gb=1.0))
+    s.apply([Start(0, (0,)), Start(1, (0,))], 0.0)
+    with pytest.raises(InvalidDecision, match="max-jobs-per-gpu"):
+        s.apply([Start(2, (0,))], 0.0)
+
+
+def test_down_gpu_rejected():
+    s = state()
+    s.up[1] = False
+    with pytest.raises(InvalidDecision, match="gpu-down"):
+        s.apply([Start(0, (0, 1))], 0.0)
+
+
+def test_batch_can_swap_jobs():
+    s = ClusterState(Topology.build([NodeGroup(1, 2)]), max_jobs_per_gpu=1)
+    s.submit(Job(0, 0.0, 1, 10, "dcgan"))
+    s.submit(Job(1, 0.0, 1, 10, "dcgan"))
+    s.apply([Start(0, (0,)), Start(1, (1,))], 0.0)
+    s.apply([Migrate(0, (1,)), Migrate(1, (0,))], 5.0)  # legal only as one batch
+    assert s.running[0].gpus == (1,) and s.running[1].gpus == (0,)
+    assert s.running[0].since_s == 5.0
+
+
+def test_preempt_requeues_in_arrival_order():
+    s = state()
+    s.apply([Start(0, (0, 1)), Start(1, (2,))], 0.0)
+    s.apply([Preempt(0)], 3.0)
+    assert [j.job_id for j in s.pending] == [0, 2]
+    assert s.free_mask.tolist() == [True, True, False, True, True, True]
