@@ -45,9 +45,14 @@ def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = No
         from agents.adapter import load_agent_policy
 
         return load_agent_policy(agent_path, scn, **params)
-    from baselines import get_policy
+    from baselines import get_policy, policy_params
 
-    return get_policy(name, rng=run_rngs(seed)["policy"], round_s=scn.round_s, **params)
+    accepted = policy_params(name)
+    if "rng" in accepted:
+        params.setdefault("rng", run_rngs(seed)["policy"])
+    if "round_s" in accepted:
+        params.setdefault("round_s", scn.round_s)  # the scenario's round length, unless set per policy
+    return get_policy(name, **params)
 
 
 def simulate(

@@ -149,8 +149,14 @@ def paper_table(doc: dict[str, Any]) -> Table | None:
     return t
 
 
+def wide_console() -> Console:
+    """A console at least 160 columns wide, so tables stay readable when piped or logged."""
+    probe = Console()
+    return Console(width=max(probe.width, 160)) if not probe.is_terminal else probe
+
+
 def print_report(doc: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
+    console = console or wide_console()
     console.print(results_table(doc))
     for extra in (per_workload_table(doc), paper_table(doc)):
         if extra is not None:

@@ -194,13 +194,20 @@ class Simulator:
     # -- backend protocol --------------------------------------------------------------------
     def start(self, round_s: float | None, events: bool = True) -> None:
         self._events = events
-        self.env.process(self._arrivals())
+        if self.jobs:
+            self.env.timeout(self.jobs[0].arrival_s).callbacks.append(lambda _e: self._arrive(0))
+        else:
+            self._arrivals_done = True
         if round_s:
             self.env.process(self._ticks(round_s))
         m = self.model
         if m.stragglers.enabled:
+            frac = min(0.99, STRAGGLER_FRACTION * m.stragglers.fraction_scale)
+            self._strag_mean_on = STRAGGLER_EPISODE_SAMPLES * m.stragglers.sample_s
+            self._strag_mean_off = self._strag_mean_on * (1 - frac) / frac
+            self._strag_buf: list[tuple[float, float]] = []
             for g in range(self.topology.n_gpus):
-                self.env.process(self._straggler(g))
+                self._straggler(g, on=False)
         if m.variability.drift_sigma > 0:
             self.env.process(self._drift())
         if m.failures.mtbf_h:
@@ -293,8 +300,12 @@ class Simulator:
         c = job.class_index
         gpus = alloc.gpus
         resident = self.state.resident
-        exclusive = alloc.sm_share >= 1.0 and all(len(resident[g]) == 1 for g in gpus)
-        if exclusive and len(gpus) > 8:
+        big = len(gpus) > 8
+        if big:
+            exclusive = alloc.sm_share >= 1.0 and int(self.state.n_resident[run.idx].max()) == 1
+        else:
+            exclusive = alloc.sm_share >= 1.0 and all(len(resident[g]) == 1 for g in gpus)
+        if exclusive and big:
             idx = run.idx
             worst = float((self.factors[idx, c] * self.straggle[idx] / self._speed[idx]).max())
         elif exclusive:
@@ -465,14 +476,18 @@ class Simulator:
         if self.checker is not None:
             self.checker.on_finish(jid)
 
-    def _arrivals(self) -> Generator[simpy.Event, None, None]:
-        env = self.env
-        for job in self.jobs:
-            if job.arrival_s > env.now:
-                yield env.timeout(job.arrival_s - env.now)
-            self.state.submit(job)
-            self._trigger |= self._events
-        self._arrivals_done = True
+    def _arrive(self, i: int) -> None:
+        """Submit job ``i`` (and any job arriving at the same instant); schedule the next arrival."""
+        jobs = self.jobs
+        t = jobs[i].arrival_s
+        while i < len(jobs) and jobs[i].arrival_s == t:
+            self.state.submit(jobs[i])
+            i += 1
+        self._trigger |= self._events
+        if i < len(jobs):
+            self.env.timeout(jobs[i].arrival_s - self.env.now).callbacks.append(lambda _e: self._arrive(i))
+        else:
+            self._arrivals_done = True
 
     def _ticks(self, round_s: float) -> Generator[simpy.Event, None, None]:
         env = self.env
@@ -482,22 +497,37 @@ class Simulator:
             self._trigger = True
             yield env.timeout(round_s)
 
-    def _straggler(self, g: int) -> Generator[simpy.Event, None, None]:
-        cfg = self.model.stragglers
-        rng = self._rng_strag
-        frac = min(0.99, STRAGGLER_FRACTION * cfg.fraction_scale)
-        mean_on = STRAGGLER_EPISODE_SAMPLES * cfg.sample_s
-        mean_off = mean_on * (1 - frac) / frac
-        env = self.env
-        while True:
-            yield env.timeout(rng.exponential(mean_off))
-            self._account(env.now)
-            self.straggle[g] = float(np.interp(rng.random(), QUANTILE_GRID, STRAGGLER_SLOWDOWN))
-            self._refresh({g}, env.now)
-            yield env.timeout(rng.exponential(mean_on))
-            self._account(env.now)
-            self.straggle[g] = 1.0
-            self._refresh({g}, env.now)
+    def _straggler(self, g: int, on: bool) -> None:
+        """Toggle GPU ``g`` between normal and straggling; schedule the next toggle (a callback
+        chain rather than a SimPy process: cheaper per event)."""
+        mag, exp = self._strag_draw()
+        if on:
+            self._set_straggle(g, mag)
+            delay = exp * self._strag_mean_on
+        else:
+            if self.straggle[g] != 1.0:
+                self._set_straggle(g, 1.0)
+            delay = exp * self._strag_mean_off
+        self.env.timeout(delay).callbacks.append(lambda _e: self._straggler(g, not on))
+
+    def _strag_draw(self) -> tuple[float, float]:
+        """(slowdown magnitude, standard exponential) from pre-drawn batches of the straggler stream."""
+        if not self._strag_buf:
+            rng = self._rng_strag
+            mags = np.interp(rng.random(4096), QUANTILE_GRID, STRAGGLER_SLOWDOWN)
+            self._strag_buf = list(zip(mags.tolist(), rng.standard_exponential(4096).tolist(), strict=True))
+            self._strag_buf.reverse()
+        return self._strag_buf.pop()
+
+    def _set_straggle(self, g: int, factor: float) -> None:
+        """A transient slowdown starts or ends on GPU ``g``: only the speed of its jobs changes."""
+        self.straggle[g] = factor
+        now = self.env.now
+        for jid in self.state.resident[g]:
+            run = self.runs[jid]
+            self._settle(jid, now)
+            run.iter_s = self._iter_time(self.state.jobs[jid], run, self.state.running[jid])
+            self._schedule_completion(jid, run, now)
 
     def _drift(self) -> Generator[simpy.Event, None, None]:
         cfg = self.model.variability

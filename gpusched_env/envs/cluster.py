@@ -168,7 +168,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.max_actions_per_decision = int(max_actions_per_decision)
         self.max_steps = max_steps
         self.default_round_s = self.scn.round_s if round_s is None else round_s
-        self.action_space = spaces.Discrete(self.k * len(self.option_set) + 1)
+        self.n_actions = self.k * len(self.option_set) + 1
+        self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = spaces.Box(
             OBS_LOW, OBS_HIGH, (obs_size(self.topo.n_nodes, self.k),), dtype=np.float32
         )
@@ -238,7 +239,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     def action_masks(self) -> np.ndarray:
         """Valid actions now (sb3-contrib MaskablePPO reads this); the same array as info["action_mask"]."""
         if self.builder is None:
-            m = np.zeros(self.action_space.n, dtype=bool)
+            m = np.zeros(self.n_actions, dtype=np.bool_)
             m[-1] = True
             return m
         return self.builder.mask()
@@ -318,7 +319,14 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
 
     # -- stepping ----------------------------------------------------------------------------
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        if self._over or self.sim is None or self.builder is None:
+        if self.sim is None or self.builder is None:
+            raise RuntimeError("step() before reset()")
+        if self._over:
+            if self._steps == 0:  # the run ended before any decision point (e.g. no jobs)
+                self._steps = 1
+                reward, self._carry = self._carry, 0.0
+                self.episode_return += reward
+                return b_obs(self), reward, True, False, self._info()
             raise RuntimeError("step() after the episode ended: call reset()")
         if self._passthrough:
             raise RuntimeError("this episode was reset in passthrough mode: use step_decisions()")
