@@ -81,12 +81,15 @@ def _fmt(v: float | None) -> str:
     return "" if v is None else repr(float(v))
 
 
-def _num(v: float) -> str:
+def _num(v: float | None) -> str:
+    """Compact number: 4.44M, 134k, 37.5, 0.224."""
     if v is None or not math.isfinite(v):
         return "-"
     a = abs(v)
-    if a >= 1e5:
-        return f"{v:.3g}"
+    if a >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.3g}k"
     if a >= 100:
         return f"{v:.0f}"
     if a >= 1:
@@ -112,7 +115,7 @@ def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Tabl
             mean = p["metrics"].get(m, float("nan"))
             cell = _num(mean)
             if len(vals) > 1 and np.isfinite(vals).all():
-                cell += f" ± {_num(float(vals.std()))}"
+                cell += f" ±{_num(float(vals.std()))}"
             base = first["metrics"].get(m)
             if p is not first and base and math.isfinite(base) and math.isfinite(mean):
                 cell += f" ({(mean / base - 1) * 100:+.1f}%)"
@@ -150,9 +153,9 @@ def paper_table(doc: dict[str, Any]) -> Table | None:
 
 
 def wide_console() -> Console:
-    """A console at least 160 columns wide, so tables stay readable when piped or logged."""
+    """A console at least 200 columns wide, so tables stay readable when piped or logged."""
     probe = Console()
-    return Console(width=max(probe.width, 160)) if not probe.is_terminal else probe
+    return Console(width=max(probe.width, 200)) if not probe.is_terminal else probe
 
 
 def print_report(doc: dict[str, Any], console: Console | None = None) -> None:

@@ -1,0 +1,63 @@
+"""gpusched-bench end to end (a subprocess, as a user runs it) and the bench library's guarantees."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpusched_env import data as data_mod
+from gpusched_env.bench import run_tasks, tasks_for
+from gpusched_env.scenario import build_workloads, load_scenario
+
+BIN = Path(sys.executable).parent
+
+
+def test_bench_cli_writes_results(tmp_path):
+    out = tmp_path / "run"
+    cmd = [str(BIN / "gpusched-bench"), "scenario=synthetic_small", "policies=[fifo,las,gandiva]",
+           "seeds=[0,1]", f"out_dir={out}", "workers=2", "check_invariants=true"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["scenario"] == "synthetic_small" and doc["seeds"] == [0, 1]
+    assert list(doc["policies"]) == ["fifo", "las", "gandiva"]
+    fifo = doc["policies"]["fifo"]
+    for key in ("avg_jct_s", "p99_jct_s", "makespan_s", "utilization", "energy_kwh"):
+        assert key in fifo["metrics"]
+    assert [s["seed"] for s in fifo["per_seed"]] == [0, 1]
+    mean = (fifo["per_seed"][0]["metrics"]["avg_jct_s"] + fifo["per_seed"][1]["metrics"]["avg_jct_s"]) / 2
+    assert fifo["metrics"]["avg_jct_s"] == pytest.approx(mean)
+    assert 0.0 <= fifo["metrics"]["utilization"] <= 1.0
+    assert fifo["metrics"]["jobs_finished"] == 40
+    assert (out / "results.csv").read_text().startswith("policy,seed,workload,")
+    assert (out / "jct_cdf.png").stat().st_size > 1000 and (out / "cluster_timeline.png").exists()
+    assert (out / ".hydra" / "config.yaml").exists()
+    assert "avg_jct_s" in proc.stdout and "gandiva" in proc.stdout
+
+
+def test_parallel_equals_serial():
+    scn = load_scenario("synthetic_small")
+    tasks = tasks_for(scn, ["fifo", "tiresias"], [0, 1])
+    serial = [r.metrics for r in run_tasks(scn, tasks, workers=1, keep_series=False)]
+    parallel = [r.metrics for r in run_tasks(scn, tasks, workers=2, keep_series=False)]
+    assert serial == parallel
+
+
+def test_same_seed_same_workload_other_seed_differs():
+    scn = load_scenario("synthetic_small")
+    a, b, c = (build_workloads(scn, s)[0][1] for s in (0, 0, 1))
+    assert a == b and a != c
+
+
+def test_missing_data_names_file_and_remedy(monkeypatch, tmp_path):
+    monkeypatch.setattr(data_mod, "search_dirs", lambda: [tmp_path / "nowhere"])
+    scn = load_scenario("pal_philly")
+    with pytest.raises(data_mod.DataMissing) as e:
+        build_workloads(scn, 0)
+    msg = str(e.value)
+    assert "workload-1.csv" in msg and "nowhere" in msg and "gpusched-data download" in msg
