@@ -98,6 +98,8 @@ class _Run:
     idx: np.ndarray | None = None  # the job's GPUs as an index array
     loc_mult: float = 1.0
     comm_s: float = 0.0
+    due: float = 0.0  # completion time at the current speed
+    armed_at: float | None = None  # time of the pending completion event
 
 
 class Simulator:
@@ -300,6 +302,10 @@ class Simulator:
         c = job.class_index
         gpus = alloc.gpus
         resident = self.state.resident
+        if len(gpus) == 1 and alloc.sm_share >= 1.0 and len(resident[gpus[0]]) == 1:
+            g = gpus[0]
+            worst = float(self.factors[g, c] * self.straggle[g] / self._speed[g])
+            return spec.base_iter_s * worst  # one GPU: no locality term
         big = len(gpus) > 8
         if big:
             exclusive = alloc.sm_share >= 1.0 and int(self.state.n_resident[run.idx].max()) == 1
@@ -440,7 +446,8 @@ class Simulator:
             self.timeline.add(now, self._busy_gpus, self.cluster_power)
 
     def _schedule_completion(self, jid: int, run: _Run, now: float) -> None:
-        run.version += 1
+        """Set the job's completion time. An armed event that would fire no later than the new time
+        is kept (it re-arms itself when it fires early), so a slowdown costs no new event."""
         left = self.state.jobs[jid].work_iters - self.done[jid]
         delay = max(0.0, run.resume_at - now) + max(0.0, left) * run.iter_s
         if self.model.completion_at_round and self._round_s:
@@ -448,15 +455,25 @@ class Simulator:
             origin = self._first_arrival
             k = math.ceil((now + delay - origin) / self._round_s - 1e-9)
             delay = origin + k * self._round_s - now
+        run.due = now + delay
+        if run.armed_at is not None and run.armed_at <= run.due:
+            return
+        run.version += 1
+        self._arm(jid, run, delay)
+
+    def _arm(self, jid: int, run: _Run, delay: float) -> None:
+        run.armed_at = self.env.now + delay
         version = run.version
-        ev = self.env.timeout(delay)
-        ev.callbacks.append(lambda _e: self._complete(jid, run, version))
+        self.env.timeout(delay).callbacks.append(lambda _e: self._complete(jid, run, version))
 
     # -- processes ---------------------------------------------------------------------------
     def _complete(self, jid: int, run: _Run, version: int) -> None:
         if run.version != version or self.runs.get(jid) is not run:
             return
         now = self.env.now
+        if run.due > now:  # slowed down since the event was armed: fire again when really done
+            self._arm(jid, run, run.due - now)
+            return
         self._account(now)
         self._settle(jid, now)
         job = self.state.jobs[jid]
