@@ -89,3 +89,21 @@ def test_deterministic_with_variability():
     b = run(StrictFifo(), model=model)[1]
     assert [r.finish_s for r in a.records] == [r.finish_s for r in b.records]
     assert a.energy_j == b.energy_j
+
+
+@pytest.mark.parametrize(
+    ("policy", "finish"),
+    [
+        # FIFO: J1 (2 GPUs) blocks J2 behind it until J0 ends.
+        ("fifo", {0: 1000 * T, 1: 1500 * T, 2: 1700 * T}),
+        # SJF: at t=20 J2 (35 s of work) sorts before J1 (88 s) and starts on the free GPU.
+        ("sjf", {0: 1000 * T, 1: 1500 * T, 2: 20 + 200 * T}),
+        # LAS: equal attained service (0) -> arrival order, so the same as FIFO here.
+        ("las", {0: 1000 * T, 1: 1500 * T, 2: 1700 * T}),
+    ],
+)
+def test_baseline_jcts_by_hand(policy, finish):
+    from baselines import get_policy
+
+    _, res = run(get_policy(policy))
+    assert {r.job.job_id: r.finish_s for r in res.records} == pytest.approx(finish)

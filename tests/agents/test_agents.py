@@ -1,0 +1,131 @@
+"""Agents: BC loop, save -> load -> same actions, adapter == env, gpusched-train smoke run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import gpusched_env  # noqa: F401
+from agents.adapter import load_agent_policy, load_model, read_meta, write_meta
+from agents.bc import accuracy, clone, collect, make_teacher
+from gpusched_env.bench import simulate
+from gpusched_env.envs import ClusterEnv
+from gpusched_env.metrics import compute_metrics
+from gpusched_env.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+SCN = "synthetic_small"
+
+
+def _tiny_model(env: gym.Env, seed: int = 0):
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    torch.set_num_threads(1)
+    return MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=seed,
+                       policy_kwargs={"net_arch": [32]}, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory) -> Path:
+    env = gym.make("gpusched/Cluster-v0", scenario=SCN)
+    model = _tiny_model(env)
+    model.learn(128)
+    path = tmp_path_factory.mktemp("agent") / "model.zip"
+    model.save(str(path))
+    u = env.unwrapped
+    write_meta(path, {"algo": "maskable_ppo", "scenario": SCN,
+                      "env": {"queue_slots": u.k, "fifo_slots": u.fifo_slots,
+                              "options": list(u.option_set.names), "max_actions_per_decision": 64}})
+    return path
+
+
+def test_save_load_same_actions(saved_model):
+    from sb3_contrib import MaskablePPO
+
+    env = gym.make("gpusched/Cluster-v0", scenario=SCN)
+    obs, info = env.reset(seed=0)
+    original = MaskablePPO.load(str(saved_model), device="cpu")
+    loaded = load_model(saved_model)
+    assert read_meta(saved_model)["algo"] == "maskable_ppo"
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        mask = info["action_mask"]
+        a1, _ = original.predict(obs, action_masks=mask, deterministic=True)
+        a2, _ = loaded.predict(obs, action_masks=mask, deterministic=True)
+        assert int(a1) == int(a2) and mask[int(a1)]
+        obs, _, term, trunc, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+        if term or trunc:
+            obs, info = env.reset(seed=1)
+
+
+def test_agent_through_bench_equals_agent_through_env(saved_model):
+    """The adapter (gpusched-bench's `agent`) and the env give the same run for the same model."""
+    scn = load_scenario(SCN)
+    policy = load_agent_policy(saved_model, scn)
+    _, res_bench = simulate(scn, policy, 2, 0)
+    env = gym.make("gpusched/Cluster-v0", scenario=scn)
+    u = env.unwrapped
+    obs, info = env.reset(options={"workload": 0, "run_seed": 2})
+    over = False
+    while not over:
+        a, _ = policy.model.predict(obs, action_masks=info["action_mask"], deterministic=True)
+        obs, _, term, trunc, info = env.step(int(a))
+        over = term or trunc
+    assert compute_metrics(u.result()) == compute_metrics(res_bench)
+
+
+def test_behaviour_cloning_learns_the_teacher():
+    # one placement option (sjf places packed), so every teacher start has exactly one action
+    scn = load_scenario(SCN)
+    env = ClusterEnv(scn, options=["packed"])
+    data = collect(env, lambda s: make_teacher("sjf", scn, s), episodes=2, seed=0)
+    assert len(data["action"]) > 20
+    assert data["mask"][np.arange(len(data["action"])), data["action"]].all()  # teacher actions are valid
+    model = _tiny_model(gym.make("gpusched/Cluster-v0", scenario=SCN, options=["packed"]))
+    before = accuracy(model.policy, data, True)
+    losses = clone(model.policy, data, epochs=60, batch_size=64, lr=3e-3, seed=0, masked=True)
+    after = accuracy(model.policy, data, True)
+    assert losses[-1] < losses[0]
+    assert after > max(before, 0.9)
+
+
+def _train_cmd(out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "agents.train", f"scenario={SCN}", "agent=maskable_ppo", "total_timesteps=256",
+            "seed=0", f"out_dir={out}", "n_envs=1", "agent.params.n_steps=128", "agent.params.batch_size=64",
+            "agent.params.n_epochs=1", "eval.enabled=false", "checkpoint_freq=128", *extra]
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_train_smoke_subprocess(tmp_path):
+    out = tmp_path / "run"
+    p = _run(_train_cmd(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    for name in ("model.zip", "config.yaml", "command.txt"):
+        assert (out / name).is_file(), name
+    assert (out / "checkpoints").is_dir() and (out / "tb").is_dir()
+    policy = load_agent_policy(out / "model.zip", load_scenario(SCN))
+    _, res = simulate(load_scenario(SCN), policy, 0, 0)
+    assert compute_metrics(res)["jobs_finished"] == len(res.tracked)
+
+
+@pytest.mark.slow
+def test_train_resume_and_bc_subprocess(tmp_path):
+    out = tmp_path / "run"
+    p = _run(_train_cmd(out, "bc.teacher=sjf", "bc.episodes=1", "bc.epochs=2"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (out / "bc.json").is_file()
+    p = _run(_train_cmd(out, "resume=true", "total_timesteps=384"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "model_256_steps.zip" in (out / "train_summary.json").read_text()
+    assert read_meta(out / "model.zip")["num_timesteps"] >= 384

@@ -1,0 +1,75 @@
+"""Helpers for the real-backend tests: tiny workloads, a FIFO policy, process checks."""
+
+from __future__ import annotations
+
+import psutil
+
+from gpusched_env.topology import NodeGroup, Topology
+from gpusched_env.types import Decision, Job, Start
+from gpusched_env.view import ClusterView
+from real.config import RealWorkload
+from real.models import ModelSize
+
+TINY = {
+    "resnet50": ModelSize("cnn", width=8, depth=1, batch=4, input=16),
+    "bert": ModelSize("encoder", width=16, depth=1, batch=4, input=16),
+    "pointnet": ModelSize("mlp", width=32, depth=1, batch=8, input=32),
+}
+CLASS = {"resnet50": "A", "bert": "B", "pointnet": "D"}
+
+
+class Fifo:
+    """FIFO: the oldest pending job gets devices with room for it (``pack`` jobs each; packs when > 1)."""
+
+    name = "fifo_test"
+    round_s = None
+    events = True
+
+    def __init__(self, sm_share: float = 1.0, pack: int = 1) -> None:
+        self.sm_share = sm_share
+        self.pack = pack
+
+    def decide(self, view: ClusterView) -> list[Decision]:
+        out: list[Decision] = []
+        load = list(view.n_resident)
+        for job in view.pending:
+            gpus = [g for g in range(view.n_gpus) if load[g] < self.pack]
+            if len(gpus) < job.num_gpus:
+                break
+            key = (lambda g: (-load[g], g)) if self.pack > 1 else (lambda g: (load[g], g))
+            pick = tuple(sorted(gpus, key=key)[: job.num_gpus])
+            for g in pick:
+                load[g] += 1
+            out.append(Start(job.job_id, pick, self.sm_share))
+        return out
+
+
+def tiny_workload(jobs: list[tuple[float, str, int]], devices: int = 2) -> RealWorkload:
+    """``jobs``: (arrival_s, model, iterations) each."""
+    topo = Topology.build([NodeGroup(1, devices, "V100", 4.0)])
+    js = [Job(i, a, 1, float(n), m, CLASS[m], mem_gb=0.5) for i, (a, m, n) in enumerate(jobs)]
+    return RealWorkload("tiny", topo, js, dict(TINY), max_jobs_per_gpu=2)
+
+
+def descendants() -> list[psutil.Process]:
+    """Live (non-zombie) descendants of this test process."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def processes_mentioning(text: str) -> list[psutil.Process]:
+    """Live processes whose command line mentions ``text`` (e.g. a run folder)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if p.info["status"] != psutil.STATUS_ZOMBIE and any(text in a for a in (p.info["cmdline"] or [])):
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out

@@ -1,0 +1,66 @@
+"""A job process checkpoints on request and resumes with its iteration count intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from realtest_helpers import TINY
+
+from real.launcher import REPO_ROOT
+from real.worker import EXIT_DONE, EXIT_STOPPED, WorkerSpec
+
+
+def _records(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
+
+
+def _spawn(spec_path: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GPUSCHED_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "real.worker", str(spec_path)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _wait_for(pred, timeout_s: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_checkpoint_then_sigterm_then_resume(tmp_path: Path) -> None:
+    total = 100_000  # far more than runs before the stop
+    spec = WorkerSpec(job_id=7, model="resnet50", size=asdict(TINY["resnet50"]), total_iters=total, seed=3,
+                      checkpoint=str(tmp_path / "ckpt.pt"), progress=str(tmp_path / "progress.jsonl"),
+                      report_every_s=0.05)
+    spec.write(tmp_path / "spec.json")
+    prog = Path(spec.progress)
+    p = _spawn(tmp_path / "spec.json")
+    _wait_for(lambda: any(r["ev"] == "iter" and r["iter"] >= 20 for r in _records(prog)))
+    p.send_signal(signal.SIGUSR1)
+    _wait_for(lambda: any(r["ev"] == "ckpt" for r in _records(prog)))
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == EXIT_STOPPED, p.stderr.read() if p.stderr else ""
+    recs = _records(prog)
+    stopped = recs[-1]
+    assert stopped["ev"] == "stopped" and stopped["iter"] >= 20
+    saved = torch.load(spec.checkpoint, weights_only=True)
+    assert saved["iteration"] == stopped["iter"]  # the last checkpoint holds the last iteration
+    assert {"model", "optimizer"} <= set(saved)
+
+    # resume with a small remainder: starts at the saved iteration and runs exactly the rest
+    resume = WorkerSpec(**{**asdict(spec), "total_iters": stopped["iter"] + 15})
+    resume.write(tmp_path / "spec2.json")
+    q = _spawn(tmp_path / "spec2.json")
+    assert q.wait(timeout=60) == EXIT_DONE, q.stderr.read() if q.stderr else ""
+    new = _records(prog)[len(recs):]
+    assert new[0]["ev"] == "ready" and new[0]["iter"] == stopped["iter"]
+    assert new[-1]["ev"] == "done" and new[-1]["iter"] == stopped["iter"] + 15
+    assert torch.load(spec.checkpoint, weights_only=True)["iteration"] == stopped["iter"] + 15
