@@ -19,7 +19,7 @@ class PowerConfig:
     """``scenario.model.power``."""
 
     node_base_w: float = NODE_BASE_W  # fitted: EaCO exclusive runs minus modelled V100 power
-    low_power_idle: bool = False
+    low_power_idle: bool = False  # idle nodes drop to sleep_w
     sleep_w: float = 60.0  # choice: suspend-to-RAM draw of a 2-socket GPU server (whole node)
 
     def __post_init__(self) -> None:

@@ -27,9 +27,9 @@ def _default_count_slowdown() -> list[float]:
 class SharingConfig:
     """``scenario.model.sharing``."""
 
-    use_gavel_pairs: bool = True
-    count_slowdown: list[float] = field(default_factory=_default_count_slowdown)  # EaCO, index k-1
-    saturate_by_util: bool = True
+    use_gavel_pairs: bool = True  # use Gavel's measured pair throughputs for 2 jobs when known
+    count_slowdown: list[float] = field(default_factory=_default_count_slowdown)  # EaCO slowdown for k jobs, index k-1
+    saturate_by_util: bool = True  # also multiply by max(1, summed utilisation of the residents)
 
 
 @dataclass(frozen=True)

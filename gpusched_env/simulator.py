@@ -38,7 +38,7 @@ class LocalityConfig:
     """``scenario.model.locality``: ``constant`` = PAL's penalty ``lf`` when a job spans nodes;
     ``bandwidth`` = ring all-reduce of 4 B × parameters per iteration over the slowest link spanned."""
 
-    mode: str = "constant"
+    mode: str = "constant"  # constant (PAL's lf) or bandwidth (all-reduce over the slowest link)
     lf: float = 1.7  # PAL default (CALIBRATION.md)
 
     def __post_init__(self) -> None:
@@ -57,16 +57,16 @@ class StragglerConfig:
     PAI workers shared GPUs, so dedicated-GPU clusters straggle less (choice).
     """
 
-    enabled: bool = False
-    fraction_scale: float = 0.1
-    sample_s: float = 10.0
+    enabled: bool = False  # transient stragglers on/off
+    fraction_scale: float = 0.1  # choice: x the PAI straggling share (36.7 %); PAI workers shared GPUs
+    sample_s: float = 10.0  # choice: seconds per sample of the PAI mini-batch series
 
 
 @dataclass(frozen=True)
 class FailureConfig:
     """``scenario.model.failures``: node failures (off when ``mtbf_h`` is null)."""
 
-    mtbf_h: float | None = None
+    mtbf_h: float | None = None  # mean time between failures of one node (hours); null = no failures
     repair_s: float = 3600.0  # choice
     checkpoint_interval_s: float = 1800.0  # choice: work since the last checkpoint is lost
 
@@ -81,7 +81,7 @@ class SimModel:
     sharing: SharingConfig = field(default_factory=SharingConfig)
     stragglers: StragglerConfig = field(default_factory=StragglerConfig)
     failures: FailureConfig = field(default_factory=FailureConfig)
-    restart_cost_s: float = 0.0  # checkpoint restore time after a preemption or migration
+    restart_cost_s: float = 0.0  # checkpoint restore time (s) after a preemption or migration
     timeline: bool = True  # keep the (time, busy GPUs, power) series for plots
     completion_at_round: bool = False  # PAL artifact: a job ends (frees GPUs) at the round boundary
 

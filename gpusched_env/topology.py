@@ -34,10 +34,10 @@ LOCALITY_LEVELS = ("node", "rack", "cross_rack")
 class NodeGroup:
     """``count`` identical nodes with ``gpus_per_node`` GPUs of ``gpu_type``."""
 
-    count: int
-    gpus_per_node: int
-    gpu_type: str = "V100"
-    gpu_mem_gb: float = 32.0
+    count: int  # number of such nodes
+    gpus_per_node: int  # GPUs in each node
+    gpu_type: str = "V100"  # a name in gpusched_env.catalog.GPUS
+    gpu_mem_gb: float = 32.0  # memory of each GPU
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ class VariabilityConfig:
     outlier_prob: float = 0.0  # choice: the Longhorn tail already holds outliers
     outlier_factor: float = 1.5  # SC'22 (CALIBRATION.md): outliers up to 1.5x slower
     drift_sigma: float = 0.0  # log-normal sigma of each drift step; 0 = off
-    drift_interval_s: float = 86400.0
+    drift_interval_s: float = 86400.0  # seconds between drift steps
     profile_path: str | None = None  # CSV gpu,node,A,B,C,D (e.g. from `gpusched-real profile`)
 
     def __post_init__(self) -> None:
