@@ -176,6 +176,23 @@ def _lookup(name: str) -> Callable[..., Policy]:
         raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(POLICY_NAMES)}") from None
 
 
+_HEAVY_IMPORTS: dict[str, tuple[str, ...]] = {
+    "pal": ("sklearn.cluster", "sklearn.metrics"),
+    "pm_first": ("sklearn.cluster", "sklearn.metrics"),
+}
+
+
+def prepare_policies(names: list[str]) -> None:
+    """Import the (slow) libraries the named policies load lazily, e.g. scikit-learn for PAL's
+    clustering. A bench calls this before forking its worker processes so that they inherit the
+    modules instead of each importing them again. Unknown names are ignored here."""
+    import importlib
+
+    for name in names:
+        for mod in _HEAVY_IMPORTS.get(name, ()):
+            importlib.import_module(mod)
+
+
 def get_policy(name: str, **params: object) -> Policy:
     """Build the policy ``name`` with ``params`` (see :func:`policy_params`)."""
     factory = _lookup(name)
@@ -188,4 +205,4 @@ def get_policy(name: str, **params: object) -> Policy:
     return factory(**params)
 
 
-__all__ = ["POLICY_NAMES", "get_policy", "policy_params"]
+__all__ = ["POLICY_NAMES", "get_policy", "policy_params", "prepare_policies"]

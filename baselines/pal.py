@@ -17,9 +17,11 @@ For each performance class (column A..D of the n_gpus x 4 slowdown profile, >1 =
 
 **L x V order** per class: for every distinct sf value s, the entries (s, within-node, s) and
 (s, across-node, s x lf), sorted by the product (ties: smaller s first, then within before across).
-``lf`` defaults to 1.7 (CALIBRATION.md); it may be a per-class mapping. *Artifact difference:* the
-artifact's scheduler uses a per-class lf of A 1.16, B 1.0, C 1.0, D 1.10 (``lf_model`` in
-``placement/pal.py``) - pass ``lf=ARTIFACT_LF`` to reproduce it.
+``lf`` defaults to 1.7 (CALIBRATION.md); it may be a per-class mapping. The artifact
+(``placement/pal.py``, ``get_slowdown_factors``) defines a per-class ``lf_model`` (A 1.16, B 1.0,
+C 1.0, D 1.10) but does not use it: ``lf_across = locality_penalty`` (the ``--locality-penalty``
+argument, default 1.7), the same constant its simulator charges a job that spans nodes
+(``blox_manager._get_locality_penalty``). ``lf=ARTIFACT_LF`` gives the unused per-class variant.
 
 **Placement of one job** (:class:`PALPlacement`, N GPUs, class c, on the eligible free GPUs):
 if 1 < N <= GPUs per node (the largest node), walk the L x V order: a within-node entry (s) takes the
@@ -63,7 +65,7 @@ DEFAULT_LF = 1.7
 """Locality penalty for across-node entries of the L x V order (CALIBRATION.md)."""
 
 ARTIFACT_LF: dict[str, float] = {"A": 1.16, "B": 1.0, "C": 1.0, "D": 1.10}
-"""The artifact's per-class locality penalty (``lf_model`` in ``placement/pal.py``)."""
+"""The per-class ``lf_model`` defined (but commented out of use) in the artifact's ``placement/pal.py``."""
 
 ROUND_S = 360.0
 KMEANS_SEED = 1  # the artifact's random_state
@@ -207,6 +209,8 @@ class _FactorSource:
 
 class PALPlacement:
     """PAL's locality x variability placement (module docstring)."""
+
+    deterministic = True
 
     def __init__(self, source: _FactorSource) -> None:
         self.source = source

@@ -89,7 +89,11 @@ class PlacementContext:
 
 
 class Placement(Protocol):
-    """Chooses GPUs for one job from the context's eligible GPUs."""
+    """Chooses GPUs for one job from the context's eligible GPUs.
+
+    A placement may set ``deterministic = True`` when ``place`` is a pure function of the job and
+    the context (same inputs, same GPUs); schedulers then skip rounds in which nothing changed.
+    """
 
     def place(self, job: Job, ctx: PlacementContext) -> GpuSet | None: ...
 
@@ -134,12 +138,16 @@ def packed_gpus(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet 
 class PackedPlacement:
     """Packed (consolidated) placement; see :func:`packed_gpus`."""
 
+    deterministic = True
+
     def place(self, job: Job, ctx: PlacementContext) -> GpuSet | None:
         return packed_gpus(ctx.eligible(job), job.num_gpus, ctx.node_first)
 
 
 class SpreadPlacement:
     """First fit: the N lowest-id eligible GPUs, wherever they are."""
+
+    deterministic = True
 
     def place(self, job: Job, ctx: PlacementContext) -> GpuSet | None:
         idx = np.flatnonzero(ctx.eligible(job))
@@ -150,6 +158,8 @@ class SpreadPlacement:
 
 class RandomPlacement:
     """N eligible GPUs uniformly at random (without replacement) from the given generator."""
+
+    deterministic = False  # draws from the generator at every call
 
     def __init__(self, rng: np.random.Generator) -> None:
         if not isinstance(rng, np.random.Generator):
@@ -184,6 +194,8 @@ def pm_first_gpus(cand: np.ndarray, n: int, level: np.ndarray, gpu_node: np.ndar
 
 class PMFirstPlacement:
     """PM-First with per-class slowdown levels from ``levels_of(view)`` -> (n_gpus, 4) int array."""
+
+    deterministic = True
 
     def __init__(self, levels_of: Callable[[ClusterView], np.ndarray]) -> None:
         self.levels_of = levels_of

@@ -49,6 +49,13 @@ class WorkloadConfig:
     ``philly`` (philly.csv; ``virtual_cluster``, ``start``, ``end``, ``limit``), ``pal`` (one workload
     per entry of ``paths``, optional untracked background load), ``openb`` (pod list ``paths[0]``),
     ``inline`` (the ``jobs`` list, for hand-checked toy scenarios).
+
+    Optional job attributes (EaCO): ``model_mix`` = {model: weight} for ``philly`` (default
+    :data:`~gpusched_env.workload.mix.DEFAULT_MODEL_MIX`); ``deadline_factor`` f gives a share
+    ``deadline_share`` of the jobs the deadline arrival + f x exclusive runtime (work_iters x the
+    model's base iteration time on a V100); ``priority_share`` of the jobs get priority 1. Both shares
+    are drawn per job from the workload generator after the jobs are built (nothing is drawn when
+    they are unset, so other scenarios keep their jobs).
     """
 
     kind: str = "synthetic_philly"
@@ -66,6 +73,10 @@ class WorkloadConfig:
     background_rate_per_hour: float = 0.0
     background_jobs: int = 0
     jobs: list[dict[str, Any]] = field(default_factory=list)
+    model_mix: dict[str, float] | None = None
+    deadline_factor: float | None = None
+    deadline_share: float = 1.0
+    priority_share: float = 0.0
 
     def __post_init__(self) -> None:
         kinds = ("synthetic_philly", "philly", "pal", "openb", "inline")
@@ -73,6 +84,10 @@ class WorkloadConfig:
             raise ValueError(f"kind must be one of {kinds}, got {self.kind!r}")
         if self.kind in ("philly", "pal", "openb") and not self.paths:
             raise ValueError(f"kind {self.kind!r} needs 'paths'")
+        if self.deadline_factor is not None and self.deadline_factor <= 0:
+            raise ValueError(f"deadline_factor must be > 0, got {self.deadline_factor}")
+        if not (0.0 <= self.deadline_share <= 1.0 and 0.0 <= self.priority_share <= 1.0):
+            raise ValueError("deadline_share and priority_share must be in [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -163,15 +178,17 @@ def build_workloads(scn: Scenario, seed: int, topology: Topology | None = None) 
         )
         return [(scn.name, gen.generate(rng, w.n_jobs))]
     if w.kind == "inline":
-        return [(scn.name, [from_dict(Job, j, f"scenario.workload.jobs[{i}]") for i, j in enumerate(w.jobs)])]
+        jobs = [from_dict(Job, j, f"scenario.workload.jobs[{i}]") for i, j in enumerate(w.jobs)]
+        return [(scn.name, with_slos(jobs, w, rng))]
     if w.kind == "philly":
         from gpusched_env.workload.philly import load_philly
 
+        mix = {"model_mix": tuple(w.model_mix.items())} if w.model_mix else {}
         wl = load_philly(
             data_path(w.paths[0]), rng=rng, virtual_cluster=w.virtual_cluster, start=w.start, end=w.end,
-            limit=w.limit, strict=w.strict, max_gpus=max_gpus,
+            limit=w.limit, strict=w.strict, max_gpus=max_gpus, **mix,
         )
-        return [(scn.name, wl.jobs)]
+        return [(scn.name, with_slos(wl.jobs, w, rng))]
     if w.kind == "openb":
         from gpusched_env.workload.openb import load_openb
 
@@ -187,4 +204,28 @@ def build_workloads(scn: Scenario, seed: int, topology: Topology | None = None) 
                 jobs, rng=rng, n_background=w.background_jobs, rate_per_hour=w.background_rate_per_hour
             )
         out.append((name, jobs))
+    return out
+
+
+def with_slos(jobs: list[Job], w: WorkloadConfig, rng: np.random.Generator) -> list[Job]:
+    """Deadlines and priorities per ``w`` (see :class:`WorkloadConfig`); ``jobs`` unchanged if unset.
+
+    Per job (in list order), one uniform draw decides the deadline (< ``deadline_share``) and one the
+    priority (< ``priority_share``); the exclusive runtime is work_iters x base_iter_s of the model.
+    """
+    if w.deadline_factor is None and w.priority_share <= 0:
+        return jobs
+    from dataclasses import replace
+
+    from gpusched_env.catalog import model_spec
+
+    u = rng.random((len(jobs), 2))
+    out = []
+    for j, (ud, up) in zip(jobs, u, strict=True):
+        changes: dict[str, Any] = {}
+        if w.deadline_factor is not None and ud < w.deadline_share:
+            changes["deadline_s"] = j.arrival_s + w.deadline_factor * j.work_iters * model_spec(j.model).base_iter_s
+        if up < w.priority_share:
+            changes["priority"] = 1
+        out.append(replace(j, **changes) if changes else j)
     return out

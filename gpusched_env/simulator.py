@@ -147,14 +147,16 @@ class Simulator:
         self.gpu_util = np.zeros(n)
         self.straggle = np.ones(n)
         self.node_busy = np.zeros(topology.n_nodes, dtype=np.int64)  # GPUs holding jobs per node
-        self._node_power_sum = 0.0
-        self.cluster_power = float(self.gpu_power.sum()) + self._node_power(0) * topology.n_nodes
+        self._node_idle_gpu_w = np.bincount(topology.gpu_node, weights=self._idle_w, minlength=topology.n_nodes)
+        self.cluster_power = float(self.gpu_power.sum()) + sum(
+            self._node_power(node, 0) for node in range(topology.n_nodes)
+        )
         self.energy_j = 0.0
         self.busy_gpu_s = 0.0
         self._busy_gpus = 0
         self._last_t = 0.0
-        self._min_power = float(self._idle_w.sum()) + topology.n_nodes * min(
-            self._node_power(0), self._node_power(1)
+        self._min_power = float(self._idle_w.sum()) + sum(
+            min(self._node_power(node, 0), self._node_power(node, 1)) for node in range(topology.n_nodes)
         )
         self._untracked_left = 0
         self._tracked_left = sum(1 for j in self.jobs if j.tracked)
@@ -187,10 +189,12 @@ class Simulator:
             spec = self._spec_cache[model] = self.models.get(model) or model_spec(model)
         return spec
 
-    def _node_power(self, busy: int) -> float:
+    def _node_power(self, node: int, busy: int) -> float:
+        """Node power beside its GPUs' own. A sleeping node draws ``sleep_w`` in all, GPUs included,
+        so its term is ``sleep_w`` minus the idle power its GPUs are booked at."""
         p = self.model.power
         if busy == 0 and p.low_power_idle:
-            return p.sleep_w
+            return p.sleep_w - float(self._node_idle_gpu_w[node])
         return p.node_base_w
 
     # -- backend protocol --------------------------------------------------------------------
@@ -423,9 +427,9 @@ class Simulator:
             is_busy = bool(here)
             if was_busy != is_busy:
                 node = int(topo.gpu_node[g])
-                old = self._node_power(int(self.node_busy[node]))
+                old = self._node_power(node, int(self.node_busy[node]))
                 self.node_busy[node] += 1 if is_busy else -1
-                self.cluster_power += self._node_power(int(self.node_busy[node])) - old
+                self.cluster_power += self._node_power(node, int(self.node_busy[node])) - old
                 self._busy_gpus += 1 if is_busy else -1
                 if is_busy:
                     self._busy_set.add(g)

@@ -16,7 +16,7 @@ Options: ``outlier_prob`` adds persistent outliers ``outlier_factor`` slower (SC
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -35,10 +35,14 @@ class VariabilityConfig:
     drift_sigma: float = 0.0  # log-normal sigma of each drift step; 0 = off
     drift_interval_s: float = 86400.0  # seconds between drift steps
     profile_path: str | None = None  # CSV gpu,node,A,B,C,D (e.g. from `gpusched-real profile`)
+    class_source: dict[str, str] = field(default_factory=dict)  # e.g. {C: B}: draw class C from B's data
 
     def __post_init__(self) -> None:
         if self.mode not in ("per_run", "per_gpu", "none"):
             raise ValueError(f"mode must be per_run, per_gpu or none, got {self.mode!r}")
+        bad = {k: v for k, v in self.class_source.items() if k not in PERF_CLASSES or v not in PERF_CLASSES}
+        if bad:
+            raise ValueError(f"class_source maps classes A-D to classes A-D, got {bad}")
         if not 0.0 <= self.outlier_prob <= 1.0:
             raise ValueError(f"outlier_prob must be in [0, 1], got {self.outlier_prob}")
 
@@ -57,13 +61,14 @@ def sample_factors(n_gpus: int, cfg: VariabilityConfig, rng: np.random.Generator
             )
         return f
     out = np.ones((n_gpus, len(PERF_CLASSES)))
+    src = {cls: cfg.class_source.get(cls, cls) for cls in PERF_CLASSES}
     if cfg.mode == "per_run":
         for c, cls in enumerate(PERF_CLASSES):
-            out[:, c] = _inverse_cdf(rng.random(n_gpus), VARIABILITY_QUANTILES[cls]["per_run"])
+            out[:, c] = _inverse_cdf(rng.random(n_gpus), VARIABILITY_QUANTILES[src[cls]]["per_run"])
     elif cfg.mode == "per_gpu":
         u = rng.random(n_gpus)
         for c, cls in enumerate(PERF_CLASSES):
-            out[:, c] = _inverse_cdf(u, VARIABILITY_QUANTILES[cls]["per_gpu"])
+            out[:, c] = _inverse_cdf(u, VARIABILITY_QUANTILES[src[cls]]["per_gpu"])
     if cfg.outlier_prob > 0:
         out[rng.random(n_gpus) < cfg.outlier_prob] *= cfg.outlier_factor
     return out

@@ -112,3 +112,24 @@ def test_unknown_config_key_is_named():
 def test_job_larger_than_cluster_is_an_error():
     with pytest.raises(ValueError, match="needs 9 GPUs; the cluster has 4"):
         Simulator(Topology.build([NodeGroup(1, 4)]), [Job(0, 0.0, 9, 1, "dcgan")])
+
+
+def test_sleeping_node_draws_sleep_w_in_all():
+    from gpusched_env.fitted import NODE_BASE_W
+    from gpusched_env.power import PowerConfig
+
+    model = SimModel(variability=VariabilityConfig(mode="none"), power=PowerConfig(low_power_idle=True, sleep_w=60.0))
+    sim = Simulator(Topology.build([NodeGroup(2, 2)]), [Job(0, 0.0, 1, 100, "resnet50", "A", 1.0)], model)
+    run_policy(sim, StrictFifo())
+    t = 100 * MODELS["resnet50"].base_iter_s
+    v = GPUS["V100"]
+    busy = v.idle_w + (v.busy_w - v.idle_w) * MODELS["resnet50"].util
+    assert sim.result().energy_j == pytest.approx((NODE_BASE_W + busy + v.idle_w + 60.0) * t)
+
+
+def test_class_source_draws_from_another_class():
+    cfg = VariabilityConfig(mode="per_run", class_source={"C": "B"})
+    f = sample_factors(5000, cfg, np.random.default_rng(1))
+    assert f[:, 2].max() < 1.4  # BERT's per-run tail (max 1.30), not SGEMM's
+    with pytest.raises(ValueError, match="class_source"):
+        VariabilityConfig(class_source={"E": "A"})
