@@ -38,9 +38,10 @@ class TaskResult:
     events_jobs: int = 0
 
 
-def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = None) -> Policy:
-    """A policy by registry name, with the scenario's parameters for it and the run's policy RNG."""
-    params = dict(scn.policies.get(name, {}))
+def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = None, **overrides: Any) -> Policy:
+    """A policy by registry name, with the scenario's parameters for it (``overrides`` win), the
+    scenario's round length and the run's policy RNG where the policy takes them."""
+    params = {**dict(scn.policies.get(name, {})), **overrides}
     if name == "agent":
         if not agent_path:
             raise ValueError("policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")

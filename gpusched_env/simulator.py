@@ -82,6 +82,7 @@ class SimModel:
     stragglers: StragglerConfig = field(default_factory=StragglerConfig)
     failures: FailureConfig = field(default_factory=FailureConfig)
     restart_cost_s: float = 0.0  # checkpoint restore time (s) after a preemption or migration
+    start_cost_s: float = 0.0  # set-up time (s) before a job's first iteration (process start, imports)
     timeline: bool = True  # keep the (time, busy GPUs, power) series for plots
     completion_at_round: bool = False  # PAL artifact: a job ends (frees GPUs) at the round boundary
 
@@ -382,7 +383,7 @@ class Simulator:
             rec.first_start_s = now
         if restarted:
             rec.restarts += 1
-        cost = self.model.restart_cost_s if restarted else 0.0
+        cost = self.model.restart_cost_s if restarted else self.model.start_cost_s
         gpus = self.state.running[jid].gpus
         mult, comm = self._placement_cost(self.state.jobs[jid], gpus)
         self.runs[jid] = _Run(

@@ -1,0 +1,10 @@
+"""The physical backend: any policy's decisions carried out by real job processes on real devices.
+
+- :mod:`real.backend` — :class:`~real.backend.RealBackend`, the Backend protocol on real processes.
+- :mod:`real.devices` — NVIDIA GPUs (CUDA_VISIBLE_DEVICES, NVML) or CPU core sets standing in.
+- :mod:`real.mps` — the run's own MPS control daemon and per-client SM share / memory / priority.
+- :mod:`real.commands` — the one layer GPU-only commands go through (dry run records them).
+- :mod:`real.launcher` — the NodeAgent seam (local processes now, Ray actors later: MULTINODE.md).
+- :mod:`real.worker`, :mod:`real.models`, :mod:`real.nets` — the job process and its models.
+- :mod:`real.profile`, :mod:`real.replay`, :mod:`real.compare`, :mod:`real.cli` — gpusched-real.
+"""

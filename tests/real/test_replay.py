@@ -102,3 +102,17 @@ def test_exception_mid_run_stops_everything(run_dir: Path) -> None:
     doc = json.loads((run_dir / "results.json").read_text())
     assert doc["real"]["status"] == "error" and doc["policies"]["boom"]["metrics"]["jobs_finished"] == 0
     assert [c.stdin for c in runner.commands("run")] == [None, "quit\n"]  # its own MPS daemon stopped
+
+
+class Never(Fifo):
+    name = "never"
+
+    def decide(self, view: ClusterView) -> list:  # type: ignore[type-arg]
+        return []
+
+
+def test_policy_that_starts_nothing_ends_the_run(run_dir: Path) -> None:
+    wl = tiny_workload([(0.0, "pointnet", 10)])
+    devices, runner = build_devices(DevicesConf(kind="cpu", count=2), "auto", None)
+    out = replay(wl, Never(), devices, runner, run_dir, 0, RealConfig())
+    assert out.metrics["deadlocked"] == 1.0 and out.metrics["jobs_finished"] == 0 and not descendants()

@@ -1,0 +1,138 @@
+"""``gpusched-real``: profile | replay | compare (a Hydra app; see ``gpusched-real --help``).
+
+The subcommand is the first positional argument (rewritten to ``cmd=...`` before Hydra parses the
+rest) or the ``cmd=`` key. Config: conf/real/config.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpusched_env.config_util import ConfigError, from_dict
+from gpusched_env.report import write_json_atomic
+from real.backend import RealBackend, RealConfig
+from real.config import (
+    DevicesConf,
+    RealWorkload,
+    as_dict,
+    build_devices,
+    load_sizes,
+    load_workload,
+    make_policy,
+)
+from real.launcher import LocalNodeAgent
+from real.mps import MpsDaemon
+from real.profile import ProfileConf, ProfileResult, load_profile_dir, run_profile
+from real.replay import ReplayOutcome, replay, terminate_as_exception
+
+CMDS = ("profile", "replay", "compare")
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf" / "real")
+
+
+def _devices(cfg: dict[str, Any], wl: RealWorkload, out: Path) -> tuple[Any, Any]:
+    d = dict(cfg.get("devices") or {})
+    if d.get("count") is None and d.get("cores") is None:
+        d["count"] = wl.topology.n_gpus
+    out.mkdir(parents=True, exist_ok=True)
+    return build_devices(from_dict(DevicesConf, d, "devices"), str(cfg.get("commands", "auto")),
+                         out / "commands.jsonl")
+
+
+def cmd_profile(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> ProfileResult:
+    devices, runner = _devices(cfg, wl, out)
+    pconf = from_dict(ProfileConf, cfg.get("profile"), "profile")
+    rconf = from_dict(RealConfig, cfg.get("real"), "real")
+    mps = MpsDaemon(runner, out, getattr(devices, "driver_version", None)) if rconf.mps else None
+    t = time.monotonic()
+    try:
+        with terminate_as_exception():
+            prof = run_profile(wl.sizes, wl.topology, devices, LocalNodeAgent(runner, out), out, pconf,
+                               int(cfg["seed"]), mps)
+    finally:
+        devices.close()
+    print(f"profile of {devices.n} {devices.kind} device(s) in {time.monotonic() - t:.1f} s -> {out}")
+    print(f"  base iteration time, median device: {json.dumps({k: round(v, 5) for k, v in prof.base_iter_s.items()})}")
+    print(f"  process start-up: {prof.startup_s:.2f} s; slowdown per device (A B C D):")
+    for d, row in enumerate(prof.factors):
+        print(f"    {d}: " + " ".join(f"{x:.3f}" for x in row))
+    return prof
+
+
+def cmd_replay(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path,
+               prof: ProfileResult | None = None) -> tuple[ReplayOutcome, str]:
+    devices, runner = _devices(cfg, wl, out)
+    rconf = from_dict(RealConfig, cfg.get("real"), "real")
+    seed = int(cfg["seed"])
+    policy = make_policy(str(cfg["policy"]), scn, seed, cfg.get("agent_path"), dict(cfg.get("policy_kwargs") or {}))
+    if prof is None and cfg.get("profile_dir"):
+        prof = load_profile_dir(Path(str(cfg["profile_dir"])))
+    slowdown = prof.factors if prof is not None and prof.factors.shape[0] == devices.n else None
+    t = time.monotonic()
+    res = replay(wl, policy, devices, runner, out, seed, rconf, slowdown)
+    m = res.metrics
+    print(f"replay {wl.name} / {policy.name} on {devices.n} {devices.kind} device(s): {res.status} in "
+          f"{time.monotonic() - t:.1f} s -> {out / 'results.json'}")
+    print(f"  avg JCT {m['avg_jct_s']:.2f} s, makespan {m['makespan_s']:.2f} s, utilisation {m['utilization']:.3f}, "
+          f"energy {m['energy_kwh'] * 3.6e6:.1f} J ({'NVML' if devices.kind == 'nvidia' else 'CPU estimate'})")
+    return res, devices.kind
+
+
+def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> dict[str, Any]:
+    from real.compare import compare
+
+    if cfg.get("profile_dir"):
+        prof = load_profile_dir(Path(str(cfg["profile_dir"])))
+    else:
+        prof = cmd_profile(cfg, wl, scn, out / "profile")
+    res, kind = cmd_replay(cfg, wl, scn, out / "real", prof)
+    name, seed = str(cfg["policy"]), int(cfg["seed"])
+    agent_path, kw = cfg.get("agent_path"), dict(cfg.get("policy_kwargs") or {})
+    doc: dict[str, Any] = compare(wl, prof, lambda: make_policy(name, scn, seed, agent_path, kw), res.result, seed,
+                                  energy=kind == "nvidia", base=scn.model)
+    doc["command"] = " ".join(["gpusched-real", *sys.argv[1:]])
+    write_json_atomic(out / "compare.json", doc)
+    print(f"simulator (calibrated from {prof.run_dir}) vs real, policy {name}:")
+    print(f"  {'metric':<12}{'real':>10}{'sim':>10}{'error':>9}{'no start-up':>13}")
+    for k, e in doc["error"].items():
+        r, s, e0 = doc["real"][k], doc["sim"][k], doc["error_no_startup"][k]
+        print(f"  {k:<12}{r:>10.2f}{s:>10.2f}{e * 100:>8.1f}%{e0 * 100:>12.1f}%")
+    if kind != "nvidia":
+        print("  energy: CPU power is an estimate and the simulator has no CPU power model: not compared")
+    print(f"  -> {out / 'compare.json'}")
+    return doc
+
+
+def _main(cfg: Any) -> None:
+    c = as_dict(cfg)
+    cmd = str(c.get("cmd"))
+    if cmd not in CMDS:
+        raise ConfigError(f"cmd: must be one of {CMDS}, got {cmd!r}")
+    from hydra.core.hydra_config import HydraConfig
+
+    out = Path(HydraConfig.get().runtime.output_dir)
+    wl, scn = load_workload(str(c["scenario"]), load_sizes(c.get("models")), int(c["seed"]))
+    if cmd == "profile":
+        cmd_profile(c, wl, scn, out)
+    elif cmd == "replay":
+        cmd_replay(c, wl, scn, out)
+    else:
+        cmd_compare(c, wl, scn, out)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] in CMDS:
+        sys.argv[1] = f"cmd={sys.argv[1]}"
+    import hydra
+
+    hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(_main)()
+
+
+__all__ = ["main", "RealBackend"]
+
+
+if __name__ == "__main__":
+    main()

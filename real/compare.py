@@ -1,0 +1,77 @@
+"""Simulator vs real on the same workload: the fidelity check behind ``gpusched-real compare``.
+
+The simulator is calibrated from a profile run of this machine: per-device, per-class slowdown
+factors (``slowdown_profile``), each model's base iteration time (``models``), and the measured
+process start-up time, given to the simulator as ``start_cost_s`` (first start) and
+``restart_cost_s`` (resume).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from gpusched_env.catalog import ModelSpec
+from gpusched_env.metrics import RunResult, compute_metrics
+from gpusched_env.policy import Policy, run_policy
+from gpusched_env.simulator import SimModel, Simulator
+from real.config import RealWorkload, perf_class
+from real.nets import build
+from real.profile import ProfileResult
+
+METRICS = ("avg_jct_s", "makespan_s", "energy_kwh")
+
+
+def sim_models(wl: RealWorkload, prof: ProfileResult) -> dict[str, ModelSpec]:
+    """Catalogue entries for the workload's models, with base iteration times from the profile."""
+    out = {}
+    for m in sorted({j.model for j in wl.jobs}):
+        if m not in prof.base_iter_s:
+            raise ValueError(f"profile {prof.run_dir} has no timing for model {m!r}; re-run profile")
+        size = wl.sizes[m]
+        params_m = sum(p.numel() for p in build(size).parameters()) / 1e6
+        mem = max(j.mem_gb for j in wl.jobs if j.model == m)
+        out[m] = ModelSpec(m, perf_class(m, size), prof.base_iter_s[m], 1.0, mem, params_m, None,
+                           "gpusched-real profile")
+    return out
+
+
+def simulate(wl: RealWorkload, prof: ProfileResult, policy: Policy, seed: int, startup: bool = True,
+             base: SimModel | None = None) -> RunResult:
+    """Run ``wl`` in the simulator calibrated by ``prof`` (``startup``: model process start-up);
+    ``base``: the scenario's other simulator options (variability is replaced by the profile)."""
+    models = sim_models(wl, prof)
+    cost = prof.startup_s if startup else 0.0
+    model = dataclasses.replace(base or SimModel(), start_cost_s=cost, restart_cost_s=cost)
+    sim = Simulator(wl.topology, wl.jobs, model, seed, slowdown_profile=prof.factors, models=models,
+                    max_jobs_per_gpu=wl.max_jobs_per_gpu)
+    run_policy(sim, policy)
+    return sim.result()
+
+
+def errors(sim: dict[str, float], real: dict[str, float], names: tuple[str, ...] = METRICS) -> dict[str, float]:
+    """Relative error (sim - real) / real per metric; NaN where real is 0 or missing."""
+    out = {}
+    for k in names:
+        r, s = real.get(k, math.nan), sim.get(k, math.nan)
+        out[k] = (s - r) / r if r and not math.isnan(r) else math.nan
+    return out
+
+
+def compare(wl: RealWorkload, prof: ProfileResult, make_policy: Callable[[], Policy], real: RunResult, seed: int,
+            energy: bool, base: SimModel | None = None) -> dict[str, object]:
+    """Metrics of both runs and their errors (energy only where it is measured, not estimated)."""
+    real_m = compute_metrics(real)
+    sim_m = compute_metrics(simulate(wl, prof, make_policy(), seed, True, base))
+    raw_m = compute_metrics(simulate(wl, prof, make_policy(), seed, False, base))
+    names = METRICS if energy else tuple(k for k in METRICS if k != "energy_kwh")
+    per_job_real = {r.job.job_id: r.jct_s for r in real.records if r.finish_s is not None}
+    return {
+        "real": real_m, "sim": sim_m, "sim_no_startup": raw_m,
+        "error": errors(sim_m, real_m, names), "error_no_startup": errors(raw_m, real_m, names),
+        "real_jct_s": per_job_real, "startup_s": prof.startup_s,
+        "profile_factors": np.asarray(prof.factors).tolist(), "base_iter_s": prof.base_iter_s,
+    }

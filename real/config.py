@@ -1,0 +1,144 @@
+"""What a real run needs from config: the workload (a project scenario), the real models standing in
+for its catalogue models, the devices, and the policy.
+
+Scenarios are the project's own (``gpusched_env.scenario``: ``conf/scenario/NAME.yaml``, usually an
+``inline`` workload); ``models.*`` in conf/real/config.yaml maps each catalogue model name a job uses
+to a real architecture and size. The scenario's GPU count must match the devices this machine gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpusched_env.catalog import model_spec
+from gpusched_env.config_util import ConfigError, from_dict
+from gpusched_env.policy import Policy
+from gpusched_env.topology import Topology
+from gpusched_env.types import PERF_CLASSES, Job
+from real.commands import DryRunRunner, ExecRunner, has_nvidia, make_runner
+from real.devices import CpuDevices, Devices, NvidiaDevices, parse_cores
+from real.models import ModelSize
+
+
+@dataclass(frozen=True)
+class RealWorkload:
+    """One real run's workload: cluster shape, jobs, and the real model of each catalogue name."""
+
+    name: str
+    topology: Topology
+    jobs: list[Job]
+    sizes: dict[str, ModelSize]
+    max_jobs_per_gpu: int = 4
+    round_s: float | None = None
+
+    def __post_init__(self) -> None:
+        for j in self.jobs:
+            if j.model not in self.sizes:
+                raise ConfigError(f"models.{j.model}: job {j.job_id} uses model {j.model!r}, which has no "
+                                  f"real stand-in; configured: {sorted(self.sizes)}")
+
+
+def perf_class(name: str, size: ModelSize) -> str:
+    """PAL class of a configured model: its own ``perf_class``, else the catalogue's."""
+    if size.perf_class is not None:
+        if size.perf_class not in PERF_CLASSES:
+            raise ConfigError(f"models.{name}.perf_class must be one of {PERF_CLASSES}, got {size.perf_class!r}")
+        return size.perf_class
+    try:
+        return model_spec(name).perf_class
+    except KeyError as e:
+        raise ConfigError(f"models.{name}: not a catalogue model, so perf_class is required") from e
+
+
+def load_sizes(cfg: Any) -> dict[str, ModelSize]:
+    sizes = from_dict(_Sizes, {"models": cfg}, "").models
+    for name, s in sizes.items():
+        perf_class(name, s)
+    return sizes
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    models: dict[str, ModelSize]
+
+
+def load_workload(scenario: str, sizes: dict[str, ModelSize], seed: int) -> tuple[RealWorkload, Any]:
+    """A project scenario (name, or path to a YAML file) as a :class:`RealWorkload` (its first
+    workload), and the Scenario itself."""
+    import yaml
+
+    from gpusched_env.scenario import build_workloads, load_scenario
+
+    if scenario.endswith((".yaml", ".yml")):
+        path = Path(scenario)
+        if not path.exists():
+            raise ConfigError(f"scenario: no file {path}")
+        data = yaml.safe_load(path.read_text()) or {}
+        data.setdefault("name", path.stem)
+        scn = load_scenario(data)
+    else:
+        scn = load_scenario(scenario)
+    topo = scn.cluster.topology()
+    name, jobs = build_workloads(scn, seed, topo)[0]
+    wl = RealWorkload(scn.name, topo, jobs, sizes, scn.cluster.max_jobs_per_gpu, scn.round_s)
+    return wl, scn
+
+
+@dataclass(frozen=True)
+class DevicesConf:
+    """``devices.*``: kind auto | cpu | nvidia. CPU: ``cores`` (list of core lists) or ``count`` x
+    ``cores_per_device`` consecutive cores. NVIDIA: ``count`` only needed in dry run."""
+
+    kind: str = "auto"
+    count: int | None = None
+    cores_per_device: int = 1
+    cores: list[list[int]] | None = None
+    idle_w_per_core: float = 1.0
+    busy_w_per_core: float = 3.5
+    nice: int = 0
+    nvidia_idle_w: float = 50.0
+
+
+def build_devices(cfg: DevicesConf, commands: str, log_path: Path | None) -> tuple[Devices, DryRunRunner | ExecRunner]:
+    """The devices of this machine and the command runner for their GPU-only commands.
+
+    CPU devices always get a dry-run runner: MPS commands are recorded, never executed."""
+    kind = cfg.kind
+    if kind == "auto":
+        kind = "nvidia" if has_nvidia() else "cpu"
+    if kind == "cpu":
+        runner: DryRunRunner | ExecRunner = DryRunRunner(log_path)
+        try:
+            cores = parse_cores(cfg.cores, cfg.count, cfg.cores_per_device)
+            return CpuDevices(cores, cfg.idle_w_per_core, cfg.busy_w_per_core, cfg.nice), runner
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+    if kind == "nvidia":
+        runner = make_runner(commands, log_path)
+        return NvidiaDevices(runner, cfg.count, cfg.nvidia_idle_w), runner
+    raise ConfigError(f"devices.kind must be auto, cpu or nvidia; got {kind!r}")
+
+
+def make_policy(name: str, scn: Any, seed: int, agent_path: str | None, kwargs: dict[str, Any]) -> Policy:
+    """A policy exactly as gpusched-bench builds it (:func:`gpusched_env.bench.make_policy`); bad
+    names or parameters become errors naming the config key."""
+    from gpusched_env.bench import make_policy as bench_policy
+
+    if name == "agent" and not agent_path:
+        raise ConfigError("agent_path: policy=agent needs agent_path=FILE (a model.zip from gpusched-train)")
+    try:
+        return bench_policy(name, scn, seed, agent_path, **kwargs)
+    except ValueError as e:
+        key = "policy" if "unknown policy" in str(e) else "policy_kwargs"
+        raise ConfigError(f"{key}: {e}") from e
+
+
+def as_dict(cfg: Any) -> dict[str, Any]:
+    """An OmegaConf node (or mapping) as a plain dict."""
+    from omegaconf import OmegaConf
+
+    if OmegaConf.is_config(cfg):
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    return dict(cfg or {})

@@ -1,0 +1,107 @@
+"""Run a real scenario under a policy: the library entry point behind ``gpusched-real replay``.
+
+Whatever ends the run (completion, an exception, SIGINT or SIGTERM), job processes and the MPS
+daemon this run started are stopped and ``results.json`` is written for what finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpusched_env.metrics import RunResult, compute_metrics
+from gpusched_env.policy import Policy, run_policy
+from gpusched_env.report import results_document, write_json_atomic
+from real.backend import RealBackend, RealConfig
+from real.commands import CommandRunner
+from real.config import RealWorkload
+from real.devices import Devices
+from real.launcher import LocalNodeAgent
+from real.mps import MpsDaemon
+
+
+class Terminated(BaseException):
+    """Raised in the main thread by SIGTERM so that cleanup runs as for Ctrl-C."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def terminate_as_exception() -> Iterator[None]:
+    old = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Ignore SIGINT/SIGTERM while cleaning up, so a second signal cannot cut cleanup short."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+@dataclass
+class ReplayOutcome:
+    result: RunResult
+    metrics: dict[str, float]
+    status: str
+    run_dir: Path
+
+
+def replay(
+    wl: RealWorkload, policy: Policy, devices: Devices, runner: CommandRunner, run_dir: Path, seed: int,
+    cfg: RealConfig, slowdown: np.ndarray | None = None, extra: dict[str, Any] | None = None,
+) -> ReplayOutcome:
+    """Run ``wl`` for real under ``policy``; write results.json (also when interrupted)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    mps = MpsDaemon(runner, run_dir, getattr(devices, "driver_version", None))
+    backend = RealBackend(
+        wl.topology, wl.jobs, wl.sizes, devices, LocalNodeAgent(runner, run_dir), run_dir, seed, cfg,
+        mps=mps, slowdown=slowdown, max_jobs_per_gpu=wl.max_jobs_per_gpu,
+    )
+    status = "interrupted"
+    try:
+        with terminate_as_exception():
+            run_policy(backend, policy)
+        status = "complete"
+    except Exception:
+        status = "error"
+        raise
+    finally:
+        with shielded():
+            backend.close()
+            outcome = _write(backend, wl, policy, devices, seed, run_dir, status, extra or {})
+    return outcome
+
+
+def _write(backend: RealBackend, wl: RealWorkload, policy: Policy, devices: Devices, seed: int, run_dir: Path,
+           status: str, extra: dict[str, Any]) -> ReplayOutcome:
+    res = backend.result()
+    metrics = compute_metrics(res)
+    jobs = [
+        {"job_id": r.job.job_id, "model": r.job.model, "arrival_s": r.job.arrival_s, "first_start_s": r.first_start_s,
+         "finish_s": r.finish_s, "jct_s": r.jct_s if r.finish_s is not None else None, "gpu_seconds": r.gpu_seconds,
+         "energy_j": r.energy_j, "preemptions": r.preemptions, "migrations": r.migrations, "restarts": r.restarts}
+        for r in res.records
+    ]
+    doc = results_document(wl.name, [seed], {policy.name: {
+        "metrics": metrics, "per_seed": [{"seed": seed, "metrics": metrics}]}})
+    doc["real"] = {"status": status, "device_kind": devices.kind, "devices": devices.names(), "jobs": jobs,
+                   "telemetry": "telemetry.csv", "commands": "commands.jsonl", **extra}
+    write_json_atomic(run_dir / "results.json", doc)
+    return ReplayOutcome(res, metrics, status, run_dir)
