@@ -75,7 +75,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     of the line, backfilling, is possible). Placement options (``options``, default all five, see
     :mod:`gpusched_env.envs.options`): ``pal`` (PAL's L x V choice), ``pm_first``, ``packed``,
     ``spread``, ``least_interference`` (co-location allowed). ``action_masks()`` and
-    ``info["action_mask"]`` come from one function. An invalid action is a no-op that costs
+    ``info["action_mask"]`` come from one function. "Done" is masked only when the cluster would
+    sit idle (nothing running, nothing started yet at this point, a start possible), so no policy
+    can stall a run. An invalid action is a no-op that costs
     ``invalid_penalty``; after ``max_actions_per_decision`` actions at one point, "done" is implied.
 
     ## Observation Space
@@ -336,9 +338,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._acts_here += 1
         reward, self._carry = self._carry, 0.0
         invalid = False
-        finish = a == b.done_action
+        finish = a == b.done_action and bool(b.mask()[a])
         if not finish:
-            if b.act(a) is None:
+            if a == b.done_action or b.act(a) is None:
                 invalid = True
                 self.invalid_actions += 1
                 reward -= self.invalid_penalty

@@ -127,17 +127,19 @@ class DecisionBuilder:
 
     # -- mask --------------------------------------------------------------------------------
     def mask(self) -> np.ndarray:
-        """(K x P + 1,) bool; the last entry ("done") is always True."""
+        """(K x P + 1,) bool. The last entry ("done") is True except when the cluster would sit
+        idle: nothing running, nothing started in this batch, and some start valid (work-conserving
+        rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
         if self._mask is not None:
             return self._mask
         k, p = self.k, self.n_opts
         m = np.zeros(k * p + 1, dtype=bool)
-        m[-1] = True
         ex_ok, sh_ok = self._fits()
         excl = self.options.exclusive
         for s in range(len(self._window)):
             row = np.where(excl, ex_ok[s], sh_ok[s])
             m[s * p : (s + 1) * p] = row
+        m[-1] = bool(self.decisions or len(self.view.running) or not m[:-1].any())
         self._mask = m
         return m
 

@@ -1,0 +1,115 @@
+"""A saved model as a policy: ``load_agent_policy(path, scn)`` -> :class:`AgentPolicy` (name ``agent``).
+
+At each ``decide(view)`` it builds the same observation and mask as the env
+(:class:`gpusched_env.envs.observe.DecisionBuilder`) and takes the model's actions until "done" or
+until nothing valid is left, returning the starts as one batch. Its decision points are the env's:
+every event plus a tick every ``round_s`` seconds. The env arguments the model was trained with
+travel inside ``model.zip`` (member ``gpusched_env.json``), so the file alone is enough.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpusched_env.envs.observe import DecisionBuilder, JobCache
+from gpusched_env.envs.options import OPTION_NAMES, OptionSet
+from gpusched_env.scenario import Scenario
+from gpusched_env.types import Decision
+from gpusched_env.view import ClusterView
+
+META_MEMBER = "gpusched_env.json"
+ALGOS = ("maskable_ppo", "ppo", "dqn")
+
+
+def write_meta(model_zip: str | Path, meta: dict[str, Any]) -> None:
+    """Add the env arguments (and algorithm name) to a saved SB3 ``model.zip``."""
+    with zipfile.ZipFile(model_zip, "a") as z:
+        if META_MEMBER in z.namelist():
+            raise ValueError(f"{model_zip} already holds {META_MEMBER}")
+        z.writestr(META_MEMBER, json.dumps(meta, indent=2, sort_keys=True))
+
+
+def read_meta(model_zip: str | Path) -> dict[str, Any]:
+    with zipfile.ZipFile(model_zip) as z:
+        if META_MEMBER not in z.namelist():
+            raise ValueError(f"{model_zip} is not a gpusched-train model (no {META_MEMBER} inside)")
+        return dict(json.loads(z.read(META_MEMBER)))
+
+
+def load_model(path: str | Path, algo: str | None = None) -> Any:
+    """Load the SB3 model of a ``model.zip`` written by gpusched-train (CPU)."""
+    algo = algo or read_meta(path).get("algo", "maskable_ppo")
+    if algo == "maskable_ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO.load(str(path), device="cpu")
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO.load(str(path), device="cpu")
+    if algo == "dqn":
+        from stable_baselines3 import DQN
+
+        return DQN.load(str(path), device="cpu")
+    raise ValueError(f"unknown algo {algo!r}; known: {ALGOS}")
+
+
+def predict(model: Any, obs: np.ndarray, mask: np.ndarray, masked: bool) -> int:
+    """The model's deterministic action (with the mask when the algorithm supports it)."""
+    if masked:
+        a, _ = model.predict(obs, action_masks=mask, deterministic=True)
+    else:
+        a, _ = model.predict(obs, deterministic=True)
+    return int(a)
+
+
+class AgentPolicy:
+    """A trained model as a :class:`gpusched_env.policy.Policy` (sticky starts, no preemption)."""
+
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario) -> None:
+        env = dict(meta.get("env", {}))
+        self.name = "agent"
+        self.model = model
+        self.algo = meta.get("algo", "maskable_ppo")
+        self.masked = self.algo == "maskable_ppo"
+        rs = env.get("round_s")
+        self.round_s: float | None = scn.round_s if rs is None else float(rs)
+        self.events = True
+        self.k = int(env.get("queue_slots", 16))
+        self.fifo_slots = int(env.get("fifo_slots", 8))
+        self.max_actions = int(env.get("max_actions_per_decision", 64))
+        pal = env.get("pal")
+        pal_params = dict(scn.policies.get("pal", {})) if pal is None else dict(pal)
+        pal_params.pop("round_s", None)
+        self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params)
+        self.cache = JobCache()
+        self._n = 0
+
+    def decide(self, view: ClusterView) -> list[Decision]:
+        self._n += 1
+        if self._n % 512 == 0:
+            self.cache.clear()
+        b = DecisionBuilder(view, self.options, self.k, self.fifo_slots, self.cache)
+        for _ in range(self.max_actions):
+            if not b.any_valid():
+                break
+            a = predict(self.model, b.observe(), b.mask(), self.masked)
+            if a == b.done_action or b.act(a) is None:
+                break  # (the env: "done", or an invalid action repeated until the cap, then done)
+        return list(b.decisions)
+
+
+def load_agent_policy(path: str | Path, scn: Scenario, **params: Any) -> AgentPolicy:
+    """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip)."""
+    if params:
+        raise ValueError(f"unknown parameter(s) for policy 'agent': {sorted(params)}")
+    import torch
+
+    torch.set_num_threads(1)
+    meta = read_meta(path)
+    return AgentPolicy(load_model(path, meta.get("algo")), meta, scn)

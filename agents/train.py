@@ -1,0 +1,253 @@
+"""``gpusched-train``: train a learned scheduler on ``gpusched/Cluster-v0`` (Hydra app, conf/train.yaml).
+
+    gpusched-train scenario=pal_philly agent=maskable_ppo total_timesteps=200000 seed=0 out_dir=DIR
+    gpusched-train ... resume=true                  # continue from DIR/checkpoints (last one)
+    gpusched-train -m seed=0,1,2 hydra/launcher=joblib
+
+The run folder DIR replays the run: ``config.yaml`` (resolved config), ``command.txt`` (the command
+line), ``model.zip`` (the final model; env arguments inside, loadable by ``agent_path``),
+``checkpoints/``, ``tb/`` (tensorboard), ``eval/`` (evaluation callback log), ``bc.json`` (the BC
+warm start's data size, loss and accuracy), ``.hydra/``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from gpusched_env.scenario import CONF_DIR, Scenario, load_scenario
+
+ENV_KEYS = ("queue_slots", "fifo_slots", "options", "max_actions_per_decision")
+
+
+def scenario_of(cfg: DictConfig) -> Scenario:
+    raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    return load_scenario(raw)
+
+
+def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    e: dict[str, Any] = OmegaConf.to_container(cfg.env, resolve=True)  # type: ignore[assignment]
+    if e.get("options") is not None:
+        e["options"] = list(e["options"])
+    return e
+
+
+def make_env_fn(scn: Scenario, kwargs: dict[str, Any], seed: int, rank: int) -> Any:
+    def _init() -> Any:
+        import gymnasium as gym
+        from stable_baselines3.common.monitor import Monitor
+
+        import gpusched_env  # noqa: F401  (registers the env)
+
+        env = gym.make("gpusched/Cluster-v0", scenario=scn, **kwargs)
+        env.reset(seed=seed + 1000 * rank)
+        env.action_space.seed(seed + rank)
+        return Monitor(env)
+
+    return _init
+
+
+def _algo_class(algo: str) -> Any:
+    if algo == "maskable_ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO
+    if algo == "dqn":
+        from stable_baselines3 import DQN
+
+        return DQN
+    raise ValueError(f"agent.algo must be maskable_ppo, ppo or dqn, got {algo!r}")
+
+
+def last_checkpoint(ckpt_dir: Path) -> tuple[Path, Path | None] | None:
+    """The newest ``model_<steps>_steps.zip`` and its VecNormalize file (if any)."""
+    best: tuple[int, Path] | None = None
+    for p in ckpt_dir.glob("model_*_steps.zip"):
+        m = re.fullmatch(r"model_(\d+)_steps\.zip", p.name)
+        if m and (best is None or int(m.group(1)) > best[0]):
+            best = (int(m.group(1)), p)
+    if best is None:
+        return None
+    vn = ckpt_dir / f"model_vecnormalize_{best[0]}_steps.pkl"
+    return best[1], vn if vn.exists() else None
+
+
+def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
+
+    from agents.adapter import write_meta
+
+    torch.set_num_threads(int(cfg.torch_threads))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (out / "command.txt").write_text(" ".join(shlex.quote(a) for a in ["gpusched-train", *sys.argv[1:]]) + "\n")
+    scn = scenario_of(cfg)
+    seed = int(cfg.seed)
+    kwargs = env_kwargs(cfg)
+    algo = str(cfg.agent.algo)
+    masked = algo == "maskable_ppo"
+    n_envs = int(cfg.n_envs)
+    fns = [make_env_fn(scn, kwargs, seed, i) for i in range(n_envs)]
+    venv: Any = SubprocVecEnv(fns) if cfg.vec_env == "subprocess" and n_envs > 1 else DummyVecEnv(fns)
+    Algo = _algo_class(algo)
+    ckpt_dir = out / "checkpoints"
+    resumed = last_checkpoint(ckpt_dir) if cfg.resume else None
+    params: dict[str, Any] = OmegaConf.to_container(cfg.agent.params, resolve=True)  # type: ignore[assignment]
+    summary: dict[str, Any] = {"algo": algo, "resumed_from": str(resumed[0]) if resumed else None}
+    if cfg.normalize_reward:
+        if resumed and resumed[1] is not None:
+            venv = VecNormalize.load(str(resumed[1]), venv)
+        else:
+            venv = VecNormalize(venv, norm_obs=False, norm_reward=True, gamma=float(params.get("gamma", 0.99)))
+    if resumed:
+        model = Algo.load(str(resumed[0]), env=venv, device=cfg.device, tensorboard_log=str(out / "tb"))
+    else:
+        model = Algo(cfg.agent.policy, venv, seed=seed, device=cfg.device, verbose=0,
+                     tensorboard_log=str(out / "tb"), **params)
+        if cfg.bc.teacher:
+            summary["bc"] = warm_start(cfg, scn, kwargs, model, masked, out)
+            model.save(str(out / "bc_model.zip"))  # the warm start alone, for comparison
+            write_meta(out / "bc_model.zip", _meta(cfg, scn, kwargs, algo, int(model.num_timesteps)))
+    t0 = time.perf_counter()
+    start_steps = int(model.num_timesteps)
+    callbacks: list[BaseCallback] = [
+        CheckpointCallback(max(1, int(cfg.checkpoint_freq) // n_envs), str(ckpt_dir), name_prefix="model",
+                           save_vecnormalize=bool(cfg.normalize_reward)),
+    ]
+    if cfg.max_train_minutes:
+        callbacks.append(_WallClock(float(cfg.max_train_minutes) * 60.0))
+    if cfg.eval.enabled:
+        callbacks.append(_eval_callback(cfg, scn, kwargs, masked, out, n_envs))
+    remaining = int(cfg.total_timesteps) - start_steps
+    if remaining > 0:
+        model.learn(remaining, callback=CallbackList(callbacks), reset_num_timesteps=not resumed,
+                    tb_log_name="rl", progress_bar=False)
+    wall = time.perf_counter() - t0
+    steps = int(model.num_timesteps) - start_steps
+    model.save(str(out / "model.zip"))
+    write_meta(out / "model.zip", _meta(cfg, scn, kwargs, algo, int(model.num_timesteps)))
+    if isinstance(venv, VecNormalize):
+        venv.save(str(out / "vecnormalize.pkl"))
+    summary.update({"rl_steps": steps, "rl_wall_s": round(wall, 1),
+                    "rl_steps_per_s": round(steps / wall, 1) if wall > 0 else None,
+                    "num_timesteps": int(model.num_timesteps)})
+    (out / "train_summary.json").write_text(json.dumps(summary, indent=2))
+    venv.close()
+    return summary
+
+
+def _meta(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], algo: str, steps: int) -> dict[str, Any]:
+    return {"algo": algo, "scenario": scn.name, "env": {k: kwargs.get(k) for k in ENV_KEYS},
+            "seed": int(cfg.seed), "num_timesteps": steps}
+
+
+def warm_start(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, out: Path) -> dict[str, Any]:
+    """Behaviour cloning of ``cfg.bc.teacher`` on the training workloads (see :mod:`agents.bc`)."""
+    from agents.bc import accuracy, clone, collect, make_teacher
+    from gpusched_env.envs.cluster import ClusterEnv
+
+    if not cfg.agent.bc_supported:
+        raise ValueError(f"bc.teacher is set but agent {cfg.agent.name} has no BC warm start (use maskable_ppo or ppo)")
+    t0 = time.perf_counter()
+    env = ClusterEnv(scn, **kwargs)
+    teacher = str(cfg.bc.teacher)
+    data = collect(env, lambda run_seed: make_teacher(teacher, scn, run_seed), int(cfg.bc.episodes), int(cfg.seed) + 7)
+    t1 = time.perf_counter()
+    losses = clone(model.policy, data, int(cfg.bc.epochs), int(cfg.bc.batch_size), float(cfg.bc.learning_rate),
+                   int(cfg.seed), masked)
+    acc = accuracy(model.policy, data, masked)
+    info = {"teacher": teacher, "samples": int(len(data["action"])), "collect_s": round(t1 - t0, 1),
+            "fit_s": round(time.perf_counter() - t1, 1), "loss_first": losses[0] if losses else None,
+            "loss_last": losses[-1] if losses else None, "accuracy": acc}
+    (out / "bc.json").write_text(json.dumps(info, indent=2))
+    return info
+
+
+
+def _eval_callback(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], masked: bool, out: Path, n_envs: int) -> Any:
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    ev = dict(kwargs)
+    if cfg.eval.workloads is not None:
+        ev["workloads"] = [int(w) for w in cfg.eval.workloads]
+    if cfg.eval.run_seeds is not None:
+        ev["run_seeds"] = [int(s) for s in cfg.eval.run_seeds]
+    eval_env: Any = DummyVecEnv([make_env_fn(scn, ev, int(cfg.seed) + 99, 0)])
+    if cfg.normalize_reward:  # same wrapper type as training; returns stay raw (job-hours)
+        eval_env = VecNormalize(eval_env, norm_obs=False, norm_reward=False, training=False)
+    freq = max(1, int(cfg.eval.freq) // n_envs)
+    kw = dict(n_eval_episodes=int(cfg.eval.episodes), eval_freq=freq, log_path=str(out / "eval"),
+              best_model_save_path=str(out / "eval"), deterministic=True, verbose=0)
+    if masked:
+        from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+
+        return MaskableEvalCallback(eval_env, **kw)
+    from stable_baselines3.common.callbacks import EvalCallback
+
+    return EvalCallback(eval_env, **kw)
+
+
+def _wallclock_cls() -> Any:
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class WallClock(BaseCallback):
+        """Stop training after ``limit_s`` seconds of wall time."""
+
+        def __init__(self, limit_s: float) -> None:
+            super().__init__()
+            self.limit_s = limit_s
+            self.t0 = 0.0
+
+        def _on_training_start(self) -> None:
+            self.t0 = time.perf_counter()
+
+        def _on_step(self) -> bool:
+            return time.perf_counter() - self.t0 < self.limit_s
+
+    return WallClock
+
+
+def _WallClock(limit_s: float) -> Any:  # noqa: N802 (factory named like the class it makes)
+    return _wallclock_cls()(limit_s)
+
+
+def _output_dir(cfg: DictConfig) -> Path:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hc = HydraConfig.get()
+    if hc.mode == RunMode.MULTIRUN:
+        return Path(hc.runtime.output_dir)
+    return Path(cfg.out_dir)
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
+def _main(cfg: DictConfig) -> None:
+    out = _output_dir(cfg)
+    summary = train(cfg, out)
+    print(json.dumps(summary, indent=2))
+    print(f"wrote {out}/model.zip and {out}/config.yaml")
+
+
+def main() -> None:
+    _main()
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=4)
+    main()
