@@ -64,6 +64,9 @@ class ClusterState:
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # sorted by (arrival, id)
         self._pending_keys: list[tuple[float, int]] = []
+        self.pending_ids: list[int] = []  # ids of ``pending``, same order
+        self.pending_gpus = 0  # GPUs requested by the queue in all
+        self.pending_sizes: dict[int, int] = {}  # GPU count -> queued jobs requesting it
         self.running: dict[int, Allocation] = {}
 
     # -- queue -------------------------------------------------------------------------------
@@ -78,6 +81,9 @@ class ClusterState:
         i = bisect.bisect_right(self._pending_keys, key)
         self._pending_keys.insert(i, key)
         self.pending.insert(i, job)
+        self.pending_ids.insert(i, job.job_id)
+        self.pending_gpus += job.num_gpus
+        self.pending_sizes[job.num_gpus] = self.pending_sizes.get(job.num_gpus, 0) + 1
 
     def _dequeue(self, job: Job) -> None:
         key = _pending_key(job)
@@ -86,6 +92,13 @@ class ClusterState:
             raise InvalidDecision("job-not-pending", f"job {job.job_id} is not in the queue")
         del self._pending_keys[i]
         del self.pending[i]
+        del self.pending_ids[i]
+        self.pending_gpus -= job.num_gpus
+        left = self.pending_sizes[job.num_gpus] - 1
+        if left:
+            self.pending_sizes[job.num_gpus] = left
+        else:
+            del self.pending_sizes[job.num_gpus]
 
     def is_pending(self, job_id: int) -> bool:
         job = self.jobs.get(job_id)

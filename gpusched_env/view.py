@@ -113,6 +113,22 @@ class ClusterView:
         return self._state.pending
 
     @property
+    def pending_ids(self) -> Sequence[int]:
+        """Ids of the queued jobs, in the order of :attr:`pending` (do not mutate)."""
+        return self._state.pending_ids
+
+    @property
+    def pending_gpus(self) -> int:
+        """GPUs requested by all queued jobs together."""
+        return self._state.pending_gpus
+
+    @property
+    def min_pending_gpus(self) -> int:
+        """Smallest GPU request in the queue (0 when the queue is empty)."""
+        sizes = self._state.pending_sizes
+        return min(sizes) if sizes else 0
+
+    @property
     def running(self) -> Mapping[int, Allocation]:
         return MappingProxyType(self._state.running)
 

@@ -317,7 +317,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             room = max(room, int(np.count_nonzero(state.up & (state.n_resident < state.max_jobs_per_gpu))))
         if room == 0:
             return False
-        return min(j.num_gpus for j in pend) <= room
+        return min(state.pending_sizes) <= room
 
     # -- stepping ----------------------------------------------------------------------------
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:

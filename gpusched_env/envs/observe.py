@@ -47,19 +47,39 @@ def obs_size(n_nodes: int, k: int) -> int:
 
 
 class JobCache:
-    """Static per-job numbers (work estimate in hours, log2 GPUs), kept across decision points."""
+    """Static per-job numbers kept across decision points: the work estimate in hours (a dense
+    array by job id, filled as jobs are first seen) and whether any job seen so far constrains its
+    GPUs (type or memory), which turns the exact fit check on."""
 
     def __init__(self) -> None:
-        self._work_h: dict[int, float] = {}
-
-    def work_h(self, job: Job) -> float:
-        w = self._work_h.get(job.job_id)
-        if w is None:
-            w = self._work_h[job.job_id] = job.work_iters * base_iter_s(job.model) / 3600.0
-        return w
+        self.clear()
 
     def clear(self) -> None:
-        self._work_h.clear()
+        self._work = np.full(0, np.nan)
+        self.constrained = False
+
+    def _fill(self, ids: np.ndarray, view: ClusterView) -> None:
+        top = int(ids.max()) + 1
+        if top > self._work.size:
+            grown = np.full(max(top, 2 * self._work.size), np.nan)
+            grown[: self._work.size] = self._work
+            self._work = grown
+        min_mem = float(view.topology.gpu_mem_gb.min())
+        for i in ids[np.isnan(self._work[ids])].tolist():
+            job = view.job(i)
+            self._work[i] = job.work_iters * base_iter_s(job.model) / 3600.0
+            self.constrained |= job.gpu_type is not None or job.mem_gb > min_mem
+
+    def work_of(self, ids: np.ndarray, view: ClusterView) -> np.ndarray:
+        """Work estimate (hours) of the jobs ``ids`` (all in the view's system)."""
+        if ids.size == 0:
+            return np.zeros(0)
+        if int(ids.max()) >= self._work.size or np.isnan(self._work[ids]).any():
+            self._fill(ids, view)
+        return self._work[ids]
+
+    def work_h(self, job: Job) -> float:
+        return float(self._work[job.job_id])
 
 
 class DecisionBuilder:
@@ -79,10 +99,10 @@ class DecisionBuilder:
         self.decisions: list[Start] = []
         self._placed: set[int] = set()
         self._pending: Sequence[Job] = view.pending
-        work = np.fromiter((cache.work_h(j) for j in self._pending), dtype=np.float64, count=len(self._pending))
+        work = cache.work_of(np.asarray(view.pending_ids, dtype=np.int64), view)
         self._by_work = np.argsort(work, kind="stable")
         self._work = work
-        self._demand0 = float(sum(j.num_gpus for j in self._pending))
+        self._demand0 = float(view.pending_gpus)
         self._window: list[Job] = []
         self._mask: np.ndarray | None = None
         self._obs: np.ndarray | None = None
@@ -92,9 +112,7 @@ class DecisionBuilder:
         self._node_size = np.diff(topo.node_first_gpu).astype(np.float64)
         sizes = np.unique(self._node_size)
         self._uniform = int(sizes[0]) if sizes.size == 1 else 0
-        self._simple = all(j.gpu_type is None for j in self._pending) and (
-            not self._pending or max(j.mem_gb for j in self._pending) <= float(topo.gpu_mem_gb.min())
-        )
+        self._simple = not cache.constrained
         self._refresh()
 
     # -- window ------------------------------------------------------------------------------
