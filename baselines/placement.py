@@ -113,6 +113,9 @@ def packed_gpus(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet 
     idx = np.flatnonzero(eligible)
     if idx.size < n:
         return None
+    if n == 1:  # the node with the fewest eligible GPUs (1 = "exactly N"), lowest ids on ties
+        nodes = np.searchsorted(node_first, idx, side="right") - 1
+        return (int(idx[np.argmin(np.bincount(nodes)[nodes])]),)
     pos = node_slices(idx, node_first)
     counts = np.diff(pos)
     exact = np.flatnonzero(counts == n)

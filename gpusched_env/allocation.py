@@ -63,7 +63,6 @@ class ClusterState:
         self.free_mask = np.ones(n, dtype=bool)  # up and holding no job (kept up to date)
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # sorted by (arrival, id)
-        self._pending_keys: list[tuple[float, int]] = []
         self.pending_ids: list[int] = []  # ids of ``pending``, same order
         self.pending_gpus = 0  # GPUs requested by the queue in all
         self.pending_sizes: dict[int, int] = {}  # GPU count -> queued jobs requesting it
@@ -77,20 +76,16 @@ class ClusterState:
         self._enqueue(job)
 
     def _enqueue(self, job: Job) -> None:
-        key = _pending_key(job)
-        i = bisect.bisect_right(self._pending_keys, key)
-        self._pending_keys.insert(i, key)
+        i = bisect.bisect_right(self.pending, _pending_key(job), key=_pending_key)
         self.pending.insert(i, job)
         self.pending_ids.insert(i, job.job_id)
         self.pending_gpus += job.num_gpus
         self.pending_sizes[job.num_gpus] = self.pending_sizes.get(job.num_gpus, 0) + 1
 
     def _dequeue(self, job: Job) -> None:
-        key = _pending_key(job)
-        i = bisect.bisect_left(self._pending_keys, key)
-        if i >= len(self.pending) or self._pending_keys[i] != key:
+        i = self._pending_index(job)
+        if i is None:
             raise InvalidDecision("job-not-pending", f"job {job.job_id} is not in the queue")
-        del self._pending_keys[i]
         del self.pending[i]
         del self.pending_ids[i]
         self.pending_gpus -= job.num_gpus
@@ -100,13 +95,16 @@ class ClusterState:
         else:
             del self.pending_sizes[job.num_gpus]
 
+    def _pending_index(self, job: Job) -> int | None:
+        """Position of ``job`` in the queue (binary search on (arrival, id)), or None."""
+        i = bisect.bisect_left(self.pending, _pending_key(job), key=_pending_key)
+        return i if i < len(self.pending) and self.pending[i].job_id == job.job_id else None
+
     def is_pending(self, job_id: int) -> bool:
         job = self.jobs.get(job_id)
         if job is None or job_id in self.running:
             return False
-        key = _pending_key(job)
-        i = bisect.bisect_left(self._pending_keys, key)
-        return i < len(self._pending_keys) and self._pending_keys[i] == key
+        return self._pending_index(job) is not None
 
     # -- GPU load ----------------------------------------------------------------------------
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
