@@ -199,7 +199,8 @@ def plot(out_dir: Path, jcts: dict[str, list[float]], series: dict[str, tuple], 
     a2.set_ylabel("cluster power (kW)")
     a2.set_xlabel("time (h)")
     a1.set_title("utilisation and power over time (first seed, first workload)")
-    a1.legend(fontsize=7, ncol=3)
+    if series:
+        a1.legend(fontsize=7, ncol=3)
     fig.tight_layout()
     paths.append(out_dir / "cluster_timeline.png")
     _save(fig, paths[-1])
