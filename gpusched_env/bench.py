@@ -118,9 +118,17 @@ def _downsample(t: list[float], busy: list[int], power: list[float], n: int = 20
     return [t[i] for i in idx], [busy[i] for i in idx], [power[i] for i in idx]
 
 
-def tasks_for(scn: Scenario, policies: list[str], seeds: list[int]) -> list[Task]:
+def tasks_for(
+    scn: Scenario, policies: list[str], seeds: list[int], workloads: list[int] | None = None
+) -> list[Task]:
+    """Every (policy, seed, workload) run; ``workloads``: indices of the scenario's workloads to use
+    (default all), e.g. held-out PAL workloads 5-8 = [4, 5, 6, 7]."""
     n = len(scn.workload_names)
-    return [Task(p, s, w) for p in policies for s in seeds for w in range(n)]
+    chosen = list(range(n)) if workloads is None else list(workloads)
+    bad = [w for w in chosen if not 0 <= w < n]
+    if bad:
+        raise ValueError(f"workloads: indices {bad} out of range; {scn.name} has {n} workload(s) (0..{n - 1})")
+    return [Task(p, s, w) for p in policies for s in seeds for w in chosen]
 
 
 def run_tasks(
@@ -169,10 +177,11 @@ def aggregate(scn: Scenario, results: list[TaskResult], seeds: list[int]) -> dic
         entry["per_seed"] = [
             {"seed": s, "metrics": _mean([r.metrics for r in mine if r.task.seed == s])} for s in seeds
         ]
+        used = sorted({r.task.workload for r in mine})
         if len(scn.workload_names) > 1:
             entry["per_workload"] = [
-                {"workload": name, "metrics": _mean([r.metrics for r in mine if r.task.workload == w])}
-                for w, name in enumerate(scn.workload_names)
+                {"workload": scn.workload_names[w], "metrics": _mean([r.metrics for r in mine if r.task.workload == w])}
+                for w in used
             ]
         out[p] = entry
     return out

@@ -61,3 +61,19 @@ def test_missing_data_names_file_and_remedy(monkeypatch, tmp_path):
         build_workloads(scn, 0)
     msg = str(e.value)
     assert "workload-1.csv" in msg and "nowhere" in msg and "gpusched-data download" in msg
+
+
+def test_workload_subset():
+    from gpusched_env.bench import aggregate
+
+    scn = load_scenario("pal_philly")
+    tasks = tasks_for(scn, ["fifo"], [0], [6, 7])
+    assert [t.workload for t in tasks] == [6, 7]
+    with pytest.raises(ValueError, match="out of range"):
+        tasks_for(scn, ["fifo"], [0], [8])
+    from gpusched_env.bench import TaskResult
+
+    fake = [TaskResult(t, scn.workload_names[t.workload], {"avg_jct_s": float(t.workload)}) for t in tasks]
+    block = aggregate(scn, fake, [0])
+    assert [w["workload"] for w in block["fifo"]["per_workload"]] == ["workload-7", "workload-8"]
+    assert block["fifo"]["metrics"]["avg_jct_s"] == 6.5

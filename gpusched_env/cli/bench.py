@@ -51,10 +51,12 @@ def run_bench(cfg: DictConfig, console: Console) -> dict[str, Any]:
     seeds = [int(s) for s in cfg.seeds]
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = tasks_for(scn, policies, seeds)
+    workloads = [int(w) for w in cfg.workloads] if cfg.get("workloads") is not None else None
+    tasks = tasks_for(scn, policies, seeds, workloads)
     console.print(
         f"[bold]{scn.name}[/]: {len(policies)} policies × {len(seeds)} seeds × "
-        f"{len(scn.workload_names)} workload(s) = {len(tasks)} runs on {cfg.workers} process(es)"
+        f"{len(workloads) if workloads is not None else len(scn.workload_names)} workload(s) = "
+        f"{len(tasks)} runs on {cfg.workers} process(es)"
     )
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -80,7 +82,7 @@ def run_bench(cfg: DictConfig, console: Console) -> dict[str, Any]:
         for r in results:
             if r.task.seed == first:
                 jcts.setdefault(r.task.policy, []).extend(r.jcts)
-                if r.task.workload == 0 and r.timeline:
+                if r.task.workload == tasks[0].workload and r.timeline:
                     series[r.task.policy] = r.timeline
         plot(out, jcts, series, scn.cluster.topology().n_gpus)
     console.print(f"wrote {out}/results.json, results.csv, jct_cdf.png, cluster_timeline.png "
