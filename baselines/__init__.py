@@ -34,7 +34,7 @@ import numpy as np
 
 from baselines.eaco import EaCO
 from baselines.gandiva import make_fifo_packed, make_gandiva
-from baselines.ordering import FifoOrder, LasOrder, SjfOrder, SrtfOrder, TiresiasOrder
+from baselines.ordering import FifoOrder, LasOrder, OrderKey, SjfOrder, SrtfOrder, TiresiasOrder
 from baselines.pal import make_pal, make_pm_first
 from baselines.placement import PackedPlacement, RandomPlacement
 from baselines.scheduler import QueueScheduler
@@ -52,34 +52,24 @@ def sjf(head_of_line: bool = True) -> QueueScheduler:
     return QueueScheduler("sjf", SjfOrder(), PackedPlacement(), head_of_line=head_of_line)
 
 
+def _preemptive(name: str, order: OrderKey, round_s: float, head_of_line: bool, events: bool) -> QueueScheduler:
+    """A preemptive, sticky, round-based queue scheduler with packed placement."""
+    return QueueScheduler(
+        name, order, PackedPlacement(), sticky=True, preemptive=True, round_s=round_s,
+        head_of_line=head_of_line, events=events,
+    )
+
+
 def srtf(
     round_s: float = PREEMPTIVE_ROUND_S, head_of_line: bool = True, events: bool = True
 ) -> QueueScheduler:
-    return QueueScheduler(
-        "srtf",
-        SrtfOrder(),
-        PackedPlacement(),
-        sticky=True,
-        preemptive=True,
-        round_s=round_s,
-        head_of_line=head_of_line,
-        events=events,
-    )
+    return _preemptive("srtf", SrtfOrder(), round_s, head_of_line, events)
 
 
 def las(
     round_s: float = PREEMPTIVE_ROUND_S, head_of_line: bool = True, events: bool = True
 ) -> QueueScheduler:
-    return QueueScheduler(
-        "las",
-        LasOrder(),
-        PackedPlacement(),
-        sticky=True,
-        preemptive=True,
-        round_s=round_s,
-        head_of_line=head_of_line,
-        events=events,
-    )
+    return _preemptive("las", LasOrder(), round_s, head_of_line, events)
 
 
 def tiresias(
@@ -88,16 +78,7 @@ def tiresias(
     head_of_line: bool = True,
     events: bool = True,
 ) -> QueueScheduler:
-    return QueueScheduler(
-        "tiresias",
-        TiresiasOrder(threshold_gpu_s),
-        PackedPlacement(),
-        sticky=True,
-        preemptive=True,
-        round_s=round_s,
-        head_of_line=head_of_line,
-        events=events,
-    )
+    return _preemptive("tiresias", TiresiasOrder(threshold_gpu_s), round_s, head_of_line, events)
 
 
 def _pal_study(name: str, placement: object, sticky: bool, round_s: float, events: bool) -> QueueScheduler:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpusched_env.catalog import model_spec
+from gpusched_env.types import Job
 
 ModelMix = tuple[tuple[str, float], ...]
 """(catalogue model name, weight) pairs; weights need not sum to 1."""
@@ -38,3 +39,23 @@ def draw_models(rng: np.random.Generator, n: int, mix: ModelMix = DEFAULT_MODEL_
     names, p = mix_probabilities(mix)
     idx = rng.choice(len(names), size=n, p=p)
     return [names[i] for i in idx]
+
+
+def timed_jobs(
+    arrivals: np.ndarray, num_gpus: np.ndarray, durations_s: np.ndarray, models: list[str]
+) -> list[Job]:
+    """Jobs with ids 0..n-1 whose work is set so that running alone on a V100 takes ``durations_s``
+    (work = duration / the model's base iteration time); class and memory from the catalogue."""
+    specs = {m: model_spec(m) for m in set(models)}
+    return [
+        Job(
+            job_id=k,
+            arrival_s=float(a),
+            num_gpus=int(g),
+            work_iters=float(d) / specs[m].base_iter_s,
+            model=m,
+            perf_class=specs[m].perf_class,
+            mem_gb=specs[m].mem_gb,
+        )
+        for k, (a, g, d, m) in enumerate(zip(arrivals, num_gpus, durations_s, models, strict=True))
+    ]

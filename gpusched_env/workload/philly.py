@@ -16,11 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpusched_env.catalog import model_spec
-from gpusched_env.types import Job
 from gpusched_env.workload._table import Checker, read_csv
 from gpusched_env.workload.errors import LoadReport, Workload
-from gpusched_env.workload.mix import DEFAULT_MODEL_MIX, ModelMix, draw_models
+from gpusched_env.workload.mix import DEFAULT_MODEL_MIX, ModelMix, draw_models, timed_jobs
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -99,19 +97,5 @@ def load_philly(
     t0 = frame["timestamp"].iloc[0]
     arrival = ((frame["timestamp"] - t0).dt.total_seconds()).to_numpy(dtype=np.float64)
     models = draw_models(rng, len(frame), model_mix)
-    specs = {m: model_spec(m) for m in set(models)}
-    jobs = [
-        Job(
-            job_id=k,
-            arrival_s=float(a),
-            num_gpus=int(g),
-            work_iters=float(d) / specs[m].base_iter_s,
-            model=m,
-            perf_class=specs[m].perf_class,
-            mem_gb=specs[m].mem_gb,
-        )
-        for k, (a, g, d, m) in enumerate(
-            zip(arrival, frame["num_gpus"].to_numpy(), frame["duration"].to_numpy(), models, strict=True)
-        )
-    ]
+    jobs = timed_jobs(arrival, frame["num_gpus"].to_numpy(), frame["duration"].to_numpy(), models)
     return Workload(jobs, report)

@@ -19,7 +19,7 @@ import numpy as np
 
 from gpusched_env.catalog import model_spec
 from gpusched_env.types import Job
-from gpusched_env.workload.mix import DEFAULT_MODEL_MIX, ModelMix, draw_models, mix_probabilities
+from gpusched_env.workload.mix import DEFAULT_MODEL_MIX, ModelMix, draw_models, mix_probabilities, timed_jobs
 
 # fmt: off
 DURATION_PROBS: tuple[float, ...] = (
@@ -129,20 +129,7 @@ class SyntheticPhilly:
         p = np.asarray(self.gpu_probs, dtype=np.float64)
         gpus = np.asarray(self.gpu_counts)[rng.choice(len(p), size=n_jobs, p=p / p.sum())]
         dur = self.durations(rng, gpus)
-        models = draw_models(rng, n_jobs, self.model_mix)
-        specs = {m: model_spec(m) for m in set(models)}
-        return [
-            Job(
-                job_id=k,
-                arrival_s=float(a),
-                num_gpus=int(g),
-                work_iters=float(d) / specs[m].base_iter_s,
-                model=m,
-                perf_class=specs[m].perf_class,
-                mem_gb=specs[m].mem_gb,
-            )
-            for k, (a, g, d, m) in enumerate(zip(arrivals, gpus, dur, models, strict=True))
-        ]
+        return timed_jobs(arrivals, gpus, dur, draw_models(rng, n_jobs, self.model_mix))
 
     # -- load scaling -----------------------------------------------------------------------------
     def mean_duration_s(self, multi_gpu: bool) -> float:
