@@ -31,10 +31,10 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -m "not slow"
 
 test-all: lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest
 
 perf: $(STAMP)
 	$(BIN)/gpusched-bench scenario=philly_full perf=true policies=[fifo] out_dir=results/perf
