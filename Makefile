@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 
-.PHONY: bench test test-fast lint perf install clean
+.PHONY: bench test test-all lint perf install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
