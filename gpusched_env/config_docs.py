@@ -33,7 +33,8 @@ def _field_notes(cls: type) -> dict[str, str]:
             nxt = lines[i].strip() if i < len(lines) else ""
             if not note and nxt.startswith('"""'):
                 note = nxt.strip('"').strip()
-            notes.setdefault(head, note)
+            if note or head not in notes:  # a docstring line may name the field first
+                notes[head] = note
     return notes
 
 

@@ -27,9 +27,9 @@ CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 class ClusterConfig:
     """``scenario.cluster``. With ``from_openb_nodes`` the node list comes from the openb trace."""
 
-    nodes: list[NodeGroup] = field(default_factory=lambda: [NodeGroup(16, 4)])
-    nodes_per_rack: int = 16
-    max_jobs_per_gpu: int = 4
+    nodes: list[NodeGroup] = field(default_factory=lambda: [NodeGroup(16, 4)])  # node groups (count, gpus_per_node, gpu_type, gpu_mem_gb)
+    nodes_per_rack: int = 16  # nodes per rack (locality levels)
+    max_jobs_per_gpu: int = 4  # most jobs one GPU may hold (co-location limit)
     from_openb_nodes: str | None = None  # data-relative path of an openb node list
 
     def topology(self) -> Topology:
@@ -58,25 +58,25 @@ class WorkloadConfig:
     they are unset, so other scenarios keep their jobs).
     """
 
-    kind: str = "synthetic_philly"
+    kind: str = "synthetic_philly"  # synthetic_philly / philly / pal / openb / inline
     paths: list[str] = field(default_factory=list)  # relative to the data folder
     names: list[str] = field(default_factory=list)  # workload names (default: file stems)
-    n_jobs: int = 1000
-    load: float | None = 0.8
-    rate_per_hour: float | None = None
-    max_gpus: int | None = None
-    virtual_cluster: str | None = None
-    start: str | None = None
-    end: str | None = None
-    limit: int | None = None
-    strict: bool = True
-    background_rate_per_hour: float = 0.0
-    background_jobs: int = 0
-    jobs: list[dict[str, Any]] = field(default_factory=list)
-    model_mix: dict[str, float] | None = None
-    deadline_factor: float | None = None
-    deadline_share: float = 1.0
-    priority_share: float = 0.0
+    n_jobs: int = 1000  # synthetic_philly: jobs to generate
+    load: float | None = 0.8  # synthetic_philly: offered load (GPU-time / capacity) setting the arrival rate
+    rate_per_hour: float | None = None  # synthetic_philly: arrival rate instead of load
+    max_gpus: int | None = None  # largest job allowed (default: the cluster); larger = error
+    virtual_cluster: str | None = None  # philly: keep one virtual cluster
+    start: str | None = None  # philly: first submit time kept (wall clock)
+    end: str | None = None  # philly: submit times before this (wall clock)
+    limit: int | None = None  # philly: at most this many jobs
+    strict: bool = True  # false: skip malformed rows and report how many
+    background_rate_per_hour: float = 0.0  # pal: untracked background arrivals per hour
+    background_jobs: int = 0  # pal: how many background jobs to generate
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # inline: Job fields per job
+    model_mix: dict[str, float] | None = None  # philly: {model: weight} assigned to jobs
+    deadline_factor: float | None = None  # deadline = arrival + factor x exclusive runtime
+    deadline_share: float = 1.0  # share of jobs that get a deadline
+    priority_share: float = 0.0  # share of jobs made high priority
 
     def __post_init__(self) -> None:
         kinds = ("synthetic_philly", "philly", "pal", "openb", "inline")
@@ -98,27 +98,27 @@ class PaperClaim:
     (``geomean`` of per-workload ratios, or ``mean``); ``change`` = metric(policy)/metric(baseline) − 1.
     """
 
-    claim: str
-    value: float
-    metric: str = "avg_jct_s"
-    policy: str = ""
-    baseline: str = ""
-    kind: str = "improvement"
-    aggregate: str = "geomean"
-    source: str = ""
+    claim: str  # the published statement
+    value: float  # the published figure
+    metric: str = "avg_jct_s"  # metric compared
+    policy: str = ""  # the paper's policy
+    baseline: str = ""  # what it is compared against
+    kind: str = "improvement"  # improvement (1 - ratio) or change (ratio - 1)
+    aggregate: str = "geomean"  # geomean or mean over workloads
+    source: str = ""  # where the figure is published
 
 
 @dataclass(frozen=True)
 class Scenario:
-    name: str
-    description: str = ""
+    name: str  # scenario name (file stem)
+    description: str = ""  # one line shown in tables
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     model: SimModel = field(default_factory=SimModel)
-    round_s: float = 360.0
+    round_s: float = 360.0  # round length for round-based policies (PAL/Blox default)
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-policy parameters
-    default_policies: list[str] = field(default_factory=list)
-    paper: list[PaperClaim] = field(default_factory=list)
+    default_policies: list[str] = field(default_factory=list)  # policies run when none are given
+    paper: list[PaperClaim] = field(default_factory=list)  # published claims to reproduce
     sources: dict[str, str] = field(default_factory=dict)  # parameter -> where it comes from
 
     @property

@@ -28,3 +28,11 @@ def test_v100_fit_values():
     assert a["per_gpu"][0] == pytest.approx(0.947, abs=0.001) and a["per_gpu"][-1] == pytest.approx(1.123, abs=0.001)
     assert GPU_POWER_W["V100"][1] <= 300.0  # below the V100 TDP
     assert 300 < NODE_BASE_W < 600
+
+
+def test_config_reference_is_current():
+    from gpusched_env import config_docs
+
+    path = Path(config_docs.__file__).resolve().parent.parent / "docs" / "CONFIG.md"
+    assert path.read_text() == config_docs.render(), "docs/CONFIG.md is stale: run python -m gpusched_env.config_docs"
+    assert "| `scenario.model.power.sleep_w` |" in path.read_text()
