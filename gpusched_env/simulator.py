@@ -159,7 +159,6 @@ class Simulator:
         self._min_power = float(self._idle_w.sum()) + sum(
             min(self._node_power(node, 0), self._node_power(node, 1)) for node in range(topology.n_nodes)
         )
-        self._untracked_left = 0
         self._tracked_left = sum(1 for j in self.jobs if j.tracked)
         self._trigger = False
         self._events = True
@@ -172,7 +171,6 @@ class Simulator:
         self.deadlocked = False
         self._first_arrival = self.jobs[0].arrival_s if self.jobs else 0.0
         self._last_finish = 0.0
-        self._stopped = False
         self._arrivals_done = False
         self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -225,7 +223,7 @@ class Simulator:
     def advance(self) -> bool:
         env = self.env
         while True:
-            if self._stopped or self._tracked_left == 0:
+            if self._tracked_left == 0:
                 self._finalise()
                 return False
             t = env.peek()
@@ -410,7 +408,6 @@ class Simulator:
         for jid in jobs:
             if jid in self.runs:
                 self._settle(jid, now)
-        nodes: set[int] = set()
         for g in gpus:
             here = state.resident[g]
             if not here:
@@ -436,7 +433,6 @@ class Simulator:
                     self._busy_set.add(g)
                 else:
                     self._busy_set.discard(g)
-                nodes.add(node)
         for jid in jobs:
             run = self.runs.get(jid)
             if run is None:
@@ -588,9 +584,6 @@ class Simulator:
             self._trigger = True
 
     # -- results -----------------------------------------------------------------------------
-    def stop(self) -> None:
-        self._stopped = True
-
     def _finalise(self) -> None:
         self._account(self.env.now)
 
