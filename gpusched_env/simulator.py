@@ -2,8 +2,9 @@
 
 Job speed: iteration time = base time of its model on the GPU type × max over its GPUs of
 (variability factor for its class × co-location slowdown × transient straggler factor) × locality.
-Progress is integrated exactly between events; a job's completion event is rescheduled whenever
-its speed changes. Energy, busy GPU-time and per-job energy are integrated the same way.
+Progress is integrated exactly between events; a job's completion event is armed for its current
+speed (moved earlier when it speeds up, re-armed when it fires early after a slowdown). Energy, busy
+GPU-time and per-job energy are integrated the same way.
 """
 
 from __future__ import annotations
