@@ -6,6 +6,7 @@ Link figures are datasheet facts or documented choices (see ``LinkSpec`` default
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -105,6 +106,17 @@ class Topology:
 
     def gpus_per_node(self, node: int) -> int:
         return int(self.node_first_gpu[node + 1] - self.node_first_gpu[node])
+
+    @cached_property
+    def node_sizes(self) -> np.ndarray:
+        """(n_nodes,) float: GPUs per node."""
+        return np.diff(self.node_first_gpu).astype(np.float64)
+
+    @cached_property
+    def uniform_node_size(self) -> int:
+        """GPUs per node when every node has the same count, else 0."""
+        sizes = self.node_sizes
+        return int(sizes[0]) if bool(np.all(sizes == sizes[0])) else 0
 
     @property
     def max_gpus_per_node(self) -> int:

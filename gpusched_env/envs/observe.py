@@ -109,9 +109,7 @@ class DecisionBuilder:
         self.n_opts = len(options)
         self.done_action = k * self.n_opts
         self._node_start = topo.node_first_gpu[:-1]
-        self._node_size = np.diff(topo.node_first_gpu).astype(np.float64)
-        sizes = np.unique(self._node_size)
-        self._uniform = int(sizes[0]) if sizes.size == 1 else 0
+        self._node_size, self._uniform = topo.node_sizes, topo.uniform_node_size
         self._simple = not cache.constrained
         self._refresh()
 
