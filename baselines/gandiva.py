@@ -28,23 +28,15 @@ from collections.abc import Callable
 import numpy as np
 
 from baselines.placement import PlacementContext, packed_gpus
-from gpusched_env.catalog import model_spec
+from gpusched_env.catalog import find_model
 from gpusched_env.types import Decision, Start
 from gpusched_env.view import ClusterView
-
-_MODEL_UTIL: dict[str, float] = {}
 
 
 def model_util(model: str) -> float:
     """Catalogue GPU utilisation of a model running alone; 1.0 when unknown."""
-    u = _MODEL_UTIL.get(model)
-    if u is None:
-        try:
-            u = model_spec(model).util
-        except KeyError:
-            u = 1.0
-        _MODEL_UTIL[model] = u
-    return u
+    spec = find_model(model)
+    return spec.util if spec is not None else 1.0
 
 
 def util_estimate(view: ClusterView) -> np.ndarray:

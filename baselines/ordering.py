@@ -23,25 +23,16 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gpusched_env.catalog import model_spec
+from gpusched_env.catalog import find_model
 from gpusched_env.types import Job
 from gpusched_env.view import ClusterView
 
 Key = tuple[float, ...]
 
-_BASE_ITER_S: dict[str, float] = {}
-
-
 def base_iter_s(model: str) -> float:
     """Base (single-V100) iteration time of ``model`` from the catalogue; 1.0 s when unknown."""
-    t = _BASE_ITER_S.get(model)
-    if t is None:
-        try:
-            t = model_spec(model).base_iter_s
-        except KeyError:
-            t = 1.0
-        _BASE_ITER_S[model] = t
-    return t
+    spec = find_model(model)
+    return spec.base_iter_s if spec is not None else 1.0
 
 
 class OrderKey(Protocol):

@@ -56,7 +56,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines.ordering import FifoOrder
-from baselines.placement import GpuSet, PlacementContext, PMFirstPlacement, node_slices, pm_first_gpus
+from baselines.placement import (
+    GpuSet,
+    Placement,
+    PlacementContext,
+    PMFirstPlacement,
+    node_slices,
+    pm_first_gpus,
+)
 from baselines.scheduler import QueueScheduler
 from gpusched_env.types import PERF_CLASSES, Job
 from gpusched_env.view import ClusterView
@@ -267,18 +274,7 @@ def make_pal(
     class_order: bool = True,
 ) -> QueueScheduler:
     """PAL: FIFO prefix, class order, L x V placement, non-sticky rounds."""
-    src = _FactorSource(k1, outlier_sigma, lf)
-    return QueueScheduler(
-        "pal",
-        FifoOrder(),
-        PALPlacement(src),
-        sticky=False,
-        preemptive=True,
-        round_s=round_s,
-        head_of_line=True,
-        events=False,
-        placement_order=_class_rank if class_order else None,
-    )
+    return _pal_round("pal", PALPlacement(_FactorSource(k1, outlier_sigma, lf)), round_s, class_order)
 
 
 def make_pm_first(
@@ -286,10 +282,15 @@ def make_pm_first(
 ) -> QueueScheduler:
     """PM-First: the PAL round with PM-First placement on the clustered factors (as the artifact)."""
     src = _FactorSource(k1, outlier_sigma, DEFAULT_LF)
+    return _pal_round("pm_first", PMFirstPlacement(src.levels), round_s, class_order)
+
+
+def _pal_round(name: str, placement: Placement, round_s: float, class_order: bool) -> QueueScheduler:
+    """PAL's round: FIFO prefix, non-sticky, head-of-line, optional class order for placement."""
     return QueueScheduler(
-        "pm_first",
+        name,
         FifoOrder(),
-        PMFirstPlacement(src.levels),
+        placement,
         sticky=False,
         preemptive=True,
         round_s=round_s,

@@ -7,6 +7,7 @@ documented modelling choice, not a measurement).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from gpusched_env.fitted import GPU_POWER_W
@@ -119,6 +120,15 @@ def model_spec(name: str) -> ModelSpec:
         return MODELS[key]
     except KeyError:
         raise KeyError(f"unknown model {name!r}; known: {sorted(MODELS)}") from None
+
+
+@functools.cache
+def find_model(name: str) -> ModelSpec | None:
+    """:func:`model_spec`, or None for a model the catalogue does not know (cached)."""
+    try:
+        return model_spec(name)
+    except KeyError:
+        return None
 
 
 def gpu_spec(name: str) -> GpuSpec:
