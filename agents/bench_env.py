@@ -42,7 +42,8 @@ def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) 
         while not over:
             mask = info["action_mask"]
             if model is None:
-                a = int(rng.choice(np.flatnonzero(mask)))
+                valid = np.flatnonzero(mask)
+                a = int(valid[int(rng.random() * valid.size)])
             else:
                 a = predict(model, u.builder.observe(), mask, masked)
             _, _, term, trunc, info = env.step(a)

@@ -115,10 +115,18 @@ class ClusterState:
                 self.resident[g].append(job.job_id)
             else:
                 self.resident[g].remove(job.job_id)
+        if len(gpus) == 1:
+            g = gpus[0]
             n[g] += sign
             mem[g] += dmem
             share[g] += dshare
             self.free_mask[g] = n[g] == 0 and self.up[g]
+        else:  # one array operation per field (the GPUs of one job are distinct)
+            idx = list(gpus)
+            n[idx] += sign
+            mem[idx] += dmem
+            share[idx] += dshare
+            self.free_mask[idx] = (n[idx] == 0) & self.up[idx]
 
     def release(self, job_id: int) -> Allocation:
         """Remove a running job from its GPUs (finish, failure); it does not return to the queue."""
@@ -152,12 +160,16 @@ class ClusterState:
         for g in gpus:
             if not 0 <= g < topo.n_gpus:
                 raise InvalidDecision("gpu-exists", f"GPU {g} does not exist (cluster has {topo.n_gpus})")
-            if not self.up[g]:
-                raise InvalidDecision("gpu-down", f"GPU {g} is down (node failure)")
-            if job.gpu_type is not None and topo.gpu_type_of(g) != job.gpu_type:
-                raise InvalidDecision(
-                    "gpu-type", f"job {job.job_id} needs {job.gpu_type}, GPU {g} is {topo.gpu_type_of(g)}"
-                )
+        if not self.up.all():
+            for g in gpus:
+                if not self.up[g]:
+                    raise InvalidDecision("gpu-down", f"GPU {g} is down (node failure)")
+        if job.gpu_type is not None:
+            for g in gpus:
+                if topo.gpu_type_of(g) != job.gpu_type:
+                    raise InvalidDecision(
+                        "gpu-type", f"job {job.job_id} needs {job.gpu_type}, GPU {g} is {topo.gpu_type_of(g)}"
+                    )
         if not 0.0 < share <= 1.0:
             raise InvalidDecision("sm-share", f"job {job.job_id}: sm_share {share} not in (0, 1]")
 

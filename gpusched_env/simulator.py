@@ -10,7 +10,7 @@ GPU-time and per-job energy are integrated the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -146,8 +146,12 @@ class Simulator:
         self._busy_w = np.array([types[i].busy_w for i in topology.gpu_type_idx])
         self._speed = np.array([types[i].speed for i in topology.gpu_type_idx])
         self.gpu_power = self._idle_w.copy()
+        self._idle_l: list[float] = self._idle_w.tolist()  # Python mirrors: cheap scalar access
+        self._busy_l: list[float] = self._busy_w.tolist()
+        self._power_l: list[float] = self.gpu_power.tolist()
         self.gpu_util = np.zeros(n)
         self.straggle = np.ones(n)
+        self._update_slowness()
         self.node_busy = np.zeros(topology.n_nodes, dtype=np.int64)  # GPUs holding jobs per node
         self._node_idle_gpu_w = np.bincount(topology.gpu_node, weights=self._idle_w, minlength=topology.n_nodes)
         self.cluster_power = float(self.gpu_power.sum()) + sum(
@@ -198,13 +202,16 @@ class Simulator:
         return p.node_base_w
 
     # -- backend protocol --------------------------------------------------------------------
-    def start(self, round_s: float | None, events: bool = True) -> None:
+    def start(self, round_s: float | None, events: bool = True, ticks: bool = True) -> None:
+        """Begin the run. ``round_s`` sets the round grid (ticks, completions at round boundaries);
+        ``ticks=False`` keeps the grid but makes no tick a decision point by itself (see
+        :meth:`wake_at`)."""
         self._events = events
         if self.jobs:
             self.env.timeout(self.jobs[0].arrival_s).callbacks.append(lambda _e: self._arrive(0))
         else:
             self._arrivals_done = True
-        if round_s:
+        if round_s and ticks:
             self.env.process(self._ticks(round_s))
         m = self.model
         if m.stragglers.enabled:
@@ -221,7 +228,12 @@ class Simulator:
                 self.env.process(self._failures(node))
         self._round_s = round_s
 
-    def advance(self) -> bool:
+    def advance(self, wake: Callable[[], bool] | None = None) -> bool:
+        """Run to the next decision point; False when the run is over.
+
+        ``wake`` (optional) filters decision points: one where it returns False is passed over
+        without returning (the env uses it to skip points at which no start is possible).
+        """
         env = self.env
         while True:
             if self._tracked_left == 0:
@@ -234,14 +246,26 @@ class Simulator:
             self._trigger = False
             while env.peek() == t:
                 env.step()
-            self._account(env.now)
             self._check()
             if self._trigger:
                 if self._stalled():
                     self.deadlocked = True
                     self._finalise()
                     return False
-                return True
+                if wake is None or wake():
+                    return True
+
+    @property
+    def first_arrival_s(self) -> float:
+        return self._first_arrival
+
+    def wake_at(self, t: float) -> None:
+        """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
+        if t > self.env.now:
+            self.env.timeout(t - self.env.now).callbacks.append(self._wake)
+
+    def _wake(self, _e: object) -> None:
+        self._trigger = True
 
     def _stalled(self) -> bool:
         """True when nothing runs, nothing more arrives, and the policy keeps starting nothing."""
@@ -269,7 +293,7 @@ class Simulator:
     def _check(self) -> None:
         if self.checker is not None:
             now = self.env.now
-            self.checker.check(self.state, now, self.energy_j, self._min_power * now)
+            self.checker.check(self.state, now, self.energy_now(), self._min_power * now)
 
     # -- progress ----------------------------------------------------------------------------
     def progress(self, job_id: int) -> JobProgress:
@@ -300,6 +324,14 @@ class Simulator:
             rec.energy_j += dt * run.power_w
         run.last_t = now
 
+    def _update_slowness(self, g: int | None = None) -> None:
+        """Refresh ``_slow[g][c]`` = factor x straggle / speed (all GPUs when ``g`` is None): the
+        exclusive per-GPU slowness, as Python lists for cheap scalar access."""
+        if g is None:
+            self._slow: list[list[float]] = (self.factors * self.straggle[:, None] / self._speed[:, None]).tolist()
+        else:
+            self._slow[g] = (self.factors[g] * self.straggle[g] / self._speed[g]).tolist()
+
     def _iter_time(self, job: Job, run: _Run, alloc: Allocation) -> float:
         """Seconds per iteration of ``job`` on its allocation (see the module docstring)."""
         spec = self.spec(job.model)
@@ -307,9 +339,7 @@ class Simulator:
         gpus = alloc.gpus
         resident = self.state.resident
         if len(gpus) == 1 and alloc.sm_share >= 1.0 and len(resident[gpus[0]]) == 1:
-            g = gpus[0]
-            worst = float(self.factors[g, c] * self.straggle[g] / self._speed[g])
-            return spec.base_iter_s * worst  # one GPU: no locality term
+            return spec.base_iter_s * self._slow[gpus[0]][c]  # one GPU: no locality term
         big = len(gpus) > 8
         if big:
             exclusive = alloc.sm_share >= 1.0 and int(self.state.n_resident[run.idx].max()) == 1
@@ -319,8 +349,8 @@ class Simulator:
             idx = run.idx
             worst = float((self.factors[idx, c] * self.straggle[idx] / self._speed[idx]).max())
         elif exclusive:
-            fac, strag, speed = self.factors, self.straggle, self._speed
-            worst = max(float(fac[g, c] * strag[g] / speed[g]) for g in gpus)
+            slow = self._slow
+            worst = max(slow[g][c] for g in gpus)
         else:
             topo = self.topology
             worst = 0.0
@@ -355,7 +385,14 @@ class Simulator:
         return out
 
     # -- state changes -----------------------------------------------------------------------
+    def energy_now(self) -> float:
+        """Cluster energy (J) up to now."""
+        return self.energy_j + self.cluster_power * (self.env.now - self._last_t)
+
     def _account(self, now: float) -> None:
+        """Integrate energy and busy GPU-seconds up to ``now``. Called before every change of
+        power or load (and at the end), never merely because time passed, so the sums are the
+        same however many decision points a backend stops at."""
         dt = now - self._last_t
         if dt > 0:
             self.energy_j += self.cluster_power * dt
@@ -401,6 +438,7 @@ class Simulator:
         """Recompute power, utilisation and the speed of every job on ``gpus``."""
         if not gpus:
             return
+        self._account(now)
         jobs: set[int] = set()
         topo = self.topology
         state = self.state
@@ -409,31 +447,39 @@ class Simulator:
         for jid in jobs:
             if jid in self.runs:
                 self._settle(jid, now)
+        idle_w, busy_w, power_l = self._idle_l, self._busy_l, self._power_l
+        busy_set, sleepy = self._busy_set, self.model.power.low_power_idle
+        delta = 0.0
         for g in gpus:
             here = state.resident[g]
             if not here:
-                u, p = 0.0, float(self._idle_w[g])
+                u, p = 0.0, idle_w[g]
             else:
                 if len(here) == 1 and state.running[here[0]].sm_share >= 1.0:
                     u = min(1.0, self.spec(state.jobs[here[0]].model).util)
                 else:
                     u = gpu_utilisation(self._residents(g))
-                p = gpu_power_w(self._idle_w[g], self._busy_w[g], u)
-            self.cluster_power += p - self.gpu_power[g]
+                p = gpu_power_w(idle_w[g], busy_w[g], u)
+            delta += p - power_l[g]
+            power_l[g] = p
             self.gpu_power[g] = p
             self.gpu_util[g] = u
-            was_busy = g in self._busy_set
             is_busy = bool(here)
-            if was_busy != is_busy:
-                node = int(topo.gpu_node[g])
-                old = self._node_power(node, int(self.node_busy[node]))
-                self.node_busy[node] += 1 if is_busy else -1
-                self.cluster_power += self._node_power(node, int(self.node_busy[node])) - old
-                self._busy_gpus += 1 if is_busy else -1
-                if is_busy:
-                    self._busy_set.add(g)
+            if (g in busy_set) != is_busy:
+                if sleepy:  # only sleeping nodes change node power with their GPUs' load
+                    node = int(topo.gpu_node[g])
+                    old = self._node_power(node, int(self.node_busy[node]))
+                    self.node_busy[node] += 1 if is_busy else -1
+                    delta += self._node_power(node, int(self.node_busy[node])) - old
                 else:
-                    self._busy_set.discard(g)
+                    self.node_busy[topo.gpu_node[g]] += 1 if is_busy else -1
+                if is_busy:
+                    self._busy_gpus += 1
+                    busy_set.add(g)
+                else:
+                    self._busy_gpus -= 1
+                    busy_set.discard(g)
+        self.cluster_power += delta
         for jid in jobs:
             run = self.runs.get(jid)
             if run is None:
@@ -441,8 +487,7 @@ class Simulator:
             alloc = state.running[jid]
             self._last_gpus[jid] = alloc.gpus
             run.iter_s = self._iter_time(state.jobs[jid], run, alloc)
-            power = self.gpu_power
-            run.power_w = sum(float(power[g]) / len(state.resident[g]) for g in alloc.gpus)
+            run.power_w = sum(power_l[g] / len(state.resident[g]) for g in alloc.gpus)
             self._schedule_completion(jid, run, now)
         if self.timeline is not None:
             self.timeline.add(now, self._busy_gpus, self.cluster_power)
@@ -541,6 +586,7 @@ class Simulator:
     def _set_straggle(self, g: int, factor: float) -> None:
         """A transient slowdown starts or ends on GPU ``g``: only the speed of its jobs changes."""
         self.straggle[g] = factor
+        self._update_slowness(g)
         now = self.env.now
         for jid in self.state.resident[g]:
             run = self.runs[jid]
@@ -554,6 +600,7 @@ class Simulator:
             yield self.env.timeout(cfg.drift_interval_s)
             self._account(self.env.now)
             self.factors = drift(self.factors, cfg.drift_sigma, self._rng_drift)
+            self._update_slowness()
             self._refresh(set(range(self.topology.n_gpus)), self.env.now)
 
     def _failures(self, node: int) -> Generator[simpy.Event, None, None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from typing import Any
 
@@ -208,7 +209,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             run_seed = int(rng.integers(2**31 - 1))
         self._passthrough = bool(opts.get("passthrough", False))
         round_s = opts.get("round_s", self.default_round_s)
-        events = bool(opts.get("events", True))
+        events = bool(opts.get("events", True)) or not self._passthrough
         self.workload_name, jobs = self._workload(run_seed, wl)
         self.workload_index, self.run_seed = wl, run_seed
         self._tap = _FinishTap()
@@ -228,7 +229,11 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.invalid_actions = 0
         self.episode_return = 0.0
         self._carry = 0.0
-        self.sim.start(round_s, events)
+        # The agent's round ticks are lazy: one is scheduled only when a start stayed possible
+        # (see _finish_point); a tick at which nothing can start would be passed over anyway.
+        self._round_s = float(round_s) if round_s else None
+        self._next_tick = -math.inf
+        self.sim.start(round_s, events, ticks=self._passthrough)
         self._over = False
         self._carry = self._advance()  # reward of skipped points before the first one: paid on step 1
         return self.builder_obs(), self._info()
@@ -279,7 +284,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         r = -(s - self._s) * self.reward_scale
         self._s = s
         if self.energy_weight:
-            e = sim.energy_j
+            e = sim.energy_now()
             r -= self.energy_weight * (e - self._energy) / J_PER_KWH
             self._energy = e
         if self.slo_weight and misses:
@@ -287,24 +292,49 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         return float(r)
 
     def _advance(self) -> float:
-        """Run to the next decision point (one with a valid start, unless passthrough); return its reward."""
+        """Run to the next decision point (one with a valid start, unless passthrough); return the
+        reward of the time passed. Points where nothing can start are skipped inside the simulator."""
         sim = self.sim
         assert sim is not None
-        reward = 0.0
-        while True:
-            alive = sim.advance()
-            reward += self._interval_reward()
-            if not alive:
-                self._over = True
-                self.builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
-                return reward
-            self.decision_points += 1
-            if not self._passthrough and not self._may_start(sim):
-                continue
+        alive = sim.advance(None if self._passthrough else self._startable)
+        reward = self._interval_reward()
+        if not alive:
+            self._over = True
             self.builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
-            self._acts_here = 0
-            if self._passthrough or self.builder.any_valid():
-                return reward
+            return reward
+        self.decision_points += 1
+        self._acts_here = 0
+        if self._passthrough:
+            self.builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
+        return reward
+
+    def _startable(self) -> bool:
+        """The simulator's wake filter: build this point's decision and keep it if a start is valid."""
+        sim = self.sim
+        assert sim is not None
+        if not self._may_start(sim):
+            return False
+        builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
+        if not builder.any_valid():
+            return False
+        self.builder = builder
+        return True
+
+    def _finish_point(self, b: DecisionBuilder) -> float:
+        """Apply this point's starts; ask for the next round tick if a start is still possible."""
+        sim = self.sim
+        assert sim is not None
+        if b.decisions:
+            sim.apply(list(b.decisions))
+        r = self._round_s
+        if r and b.any_valid():
+            first = sim.first_arrival_s
+            now = float(sim.env.now)
+            tick = first + (math.floor((now - first) / r) + 1) * r
+            if tick != self._next_tick:
+                sim.wake_at(tick)
+                self._next_tick = tick
+        return self._advance()
 
     def _may_start(self, sim: Simulator) -> bool:
         """Cheap necessary condition for a valid start (GPU counts only); exact check in the builder."""
@@ -348,9 +378,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         if self._acts_here >= self.max_actions_per_decision:
             finish = True
         if finish:
-            if b.decisions:
-                self.sim.apply(list(b.decisions))
-            reward += self._advance()
+            reward += self._finish_point(b)
         self.episode_return += reward
         truncated = self.max_steps is not None and self._steps >= self.max_steps and not self._over
         return b_obs(self), reward, self._over, truncated, self._info(invalid)

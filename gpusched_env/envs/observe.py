@@ -25,6 +25,7 @@ Observation (float32, every entry finite and clipped to ``[-1, 10]``), concatena
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,6 +33,7 @@ import numpy as np
 from baselines.ordering import base_iter_s
 from baselines.placement import PlacementContext
 from gpusched_env.envs.options import OptionSet, WorkingState
+from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView
 
@@ -47,43 +49,106 @@ def obs_size(n_nodes: int, k: int) -> int:
 
 
 class JobCache:
-    """Static per-job numbers kept across decision points: the work estimate in hours (a dense
-    array by job id, filled as jobs are first seen) and whether any job seen so far constrains its
-    GPUs (type or memory), which turns the exact fit check on."""
+    """Static numbers kept across decision points of one run: per job (dense arrays by job id,
+    filled as jobs are first seen: work estimate in hours, GPUs, class, arrival) and whether any
+    job seen so far constrains its GPUs (type or memory), which turns the exact fit check on."""
 
     def __init__(self) -> None:
+        self._layout: _Layout | None = None
         self.clear()
 
     def clear(self) -> None:
-        self._work = np.full(0, np.nan)
+        self.slot = np.zeros((0, SLOT_FEATURES))  # static slot features by job id (wait, fits: 0)
+        self.work = np.full(0, np.nan)
+        self.gpus = np.zeros(0, dtype=np.int64)
+        self.cls = np.zeros(0, dtype=np.int64)
+        self.arrival = np.zeros(0)
+        self.mem = np.zeros(0)
         self.constrained = False
+        self._seen: set[int] = set()
+
+    def layout(self, topo: Topology) -> _Layout:
+        """The observation constants of ``topo`` (kept across runs on the same topology)."""
+        lay = self._layout
+        if lay is None or lay.topo is not topo:
+            lay = self._layout = _Layout(topo)
+        return lay
+
+    def _grow(self, top: int) -> None:
+        size = max(top, 2 * self.work.size)
+        for name, fill in (("work", np.nan), ("gpus", 0), ("cls", 0), ("arrival", 0.0), ("mem", 0.0)):
+            old = getattr(self, name)
+            grown = np.full(size, fill, dtype=old.dtype)
+            grown[: old.size] = old
+            setattr(self, name, grown)
+        slot = np.zeros((size, SLOT_FEATURES))
+        slot[: self.slot.shape[0]] = self.slot
+        self.slot = slot
 
     def _fill(self, ids: np.ndarray, view: ClusterView) -> None:
         top = int(ids.max()) + 1
-        if top > self._work.size:
-            grown = np.full(max(top, 2 * self._work.size), np.nan)
-            grown[: self._work.size] = self._work
-            self._work = grown
+        if top > self.work.size:
+            self._grow(top)
         min_mem = float(view.topology.gpu_mem_gb.min())
-        for i in ids[np.isnan(self._work[ids])].tolist():
+        log_n = math.log2(1.0 + view.topology.n_gpus)
+        for i in ids.tolist():
             job = view.job(i)
-            self._work[i] = job.work_iters * base_iter_s(job.model) / 3600.0
+            work = job.work_iters * base_iter_s(job.model) / 3600.0
+            self.work[i] = work
+            row = self.slot[i]
+            row[0] = 1.0
+            row[1] = math.log2(1.0 + job.num_gpus) / log_n
+            row[2 + job.class_index] = 1.0
+            row[7] = math.log1p(work)
+            self.gpus[i] = job.num_gpus
+            self.cls[i] = job.class_index
+            self.arrival[i] = job.arrival_s
+            self.mem[i] = job.mem_gb
             self.constrained |= job.gpu_type is not None or job.mem_gb > min_mem
+
+    def see(self, ids: Sequence[int], view: ClusterView) -> None:
+        """Make sure the jobs ``ids`` (all in the view's system) are filled in."""
+        if not self._seen.issuperset(ids):
+            new = np.array([i for i in ids if i not in self._seen], dtype=np.int64)
+            self._fill(new, view)
+            self._seen.update(new.tolist())
 
     def work_of(self, ids: np.ndarray, view: ClusterView) -> np.ndarray:
         """Work estimate (hours) of the jobs ``ids`` (all in the view's system)."""
         if ids.size == 0:
             return np.zeros(0)
-        if int(ids.max()) >= self._work.size or np.isnan(self._work[ids]).any():
-            self._fill(ids, view)
-        return self._work[ids]
+        self.see(ids.tolist(), view)
+        return self.work[ids]
 
     def work_h(self, job: Job) -> float:
-        return float(self._work[job.job_id])
+        return float(self.work[job.job_id])
+
+
+class _Layout:
+    """Per-topology constants of the observation and a scratch buffer (one per :class:`JobCache`)."""
+
+    def __init__(self, topo: Topology) -> None:
+        self.topo = topo
+        self.n_nodes, self.n_gpus = topo.n_nodes, topo.n_gpus
+        self.uniform = topo.uniform_node_size
+        self.node_start = topo.node_first_gpu[:-1]
+        self.node_size = topo.node_sizes.astype(np.float64)[:, None]
+        self.per_gpu = np.zeros((topo.n_gpus, NODE_FEATURES))
+        self.size = topo.n_nodes * NODE_FEATURES
+
+    def node_sums(self, x: np.ndarray) -> np.ndarray:
+        if self.uniform:
+            return x.reshape(self.n_nodes, self.uniform, x.shape[1]).sum(axis=1)
+        return np.add.reduceat(x, self.node_start, axis=0)
 
 
 class DecisionBuilder:
-    """Observation + mask + action decoding at one decision point (see the module docstring)."""
+    """Observation + mask + action decoding at one decision point (see the module docstring).
+
+    Built at every candidate decision point, so it does little up front: the queue window, its fit
+    checks, the mask and the observation are computed on demand and cached until the next action;
+    the working copy of the cluster (:class:`WorkingState`) is made at the first action.
+    """
 
     def __init__(
         self, view: ClusterView, options: OptionSet, k: int, fifo_slots: int, cache: JobCache
@@ -93,53 +158,71 @@ class DecisionBuilder:
         self.k = k
         self.fifo_slots = min(fifo_slots, k)
         self.cache = cache
-        topo = view.topology
-        self.topo = topo
-        self.ws = WorkingState(PlacementContext(view))
+        self.topo = view.topology
+        self._lay = cache.layout(self.topo)
+        self._ws: WorkingState | None = None
         self.decisions: list[Start] = []
-        self._placed: set[int] = set()
         self._pending: Sequence[Job] = view.pending
-        work = cache.work_of(np.asarray(view.pending_ids, dtype=np.int64), view)
-        self._by_work = np.argsort(work, kind="stable")
-        self._work = work
-        self._demand0 = float(view.pending_gpus)
-        self._window: list[Job] = []
-        self._mask: np.ndarray | None = None
-        self._obs: np.ndarray | None = None
+        cache.see(view.pending_ids, view)
+        ids = np.array(view.pending_ids, dtype=np.int64)
+        self._ids = ids
+        self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
+        self._alive = np.ones(ids.size, dtype=bool)  # not started in this batch
+        self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
         self.done_action = k * self.n_opts
-        self._node_start = topo.node_first_gpu[:-1]
-        self._node_size, self._uniform = topo.node_sizes, topo.uniform_node_size
         self._simple = not cache.constrained
+        self._need_sh = not options.all_exclusive
+        self._n_free = int(np.count_nonzero(view.free))
+        self._n_sh = self._count_shareable()
         self._refresh()
+
+    # -- working state -----------------------------------------------------------------------
+    @property
+    def ws(self) -> WorkingState:
+        """The cluster as the starts taken so far leave it (made on first use)."""
+        if self._ws is None:
+            self._ws = WorkingState(PlacementContext(self.view))
+        return self._ws
+
+    def _count_shareable(self) -> int:
+        """GPUs with a free job slot (= free GPUs on exclusive clusters)."""
+        if not self._need_sh:
+            return 0
+        if self._ws is None:
+            view = self.view
+            if view.max_jobs_per_gpu == 1:
+                return self._n_free
+            return int(np.count_nonzero(view.up & (view.n_resident < view.max_jobs_per_gpu)))
+        ws = self._ws
+        return int(np.count_nonzero(ws.up & (ws.n_res < ws.max_jobs)))
 
     # -- window ------------------------------------------------------------------------------
     def _refresh(self) -> None:
-        placed = self._placed
-        window: list[Job] = []
-        shown: set[int] = set()
-        for j in self._pending:
-            if len(window) >= self.fifo_slots:
-                break
-            if j.job_id not in placed:
-                window.append(j)
-                shown.add(j.job_id)
-        if len(window) < self.k:
-            pend = self._pending
-            for i in self._by_work:
-                j = pend[int(i)]
-                if j.job_id in placed or j.job_id in shown:
-                    continue
-                window.append(j)
-                if len(window) >= self.k:
-                    break
-        self._window = window
-        self._mask = None
-        self._obs = None
+        """Recompute the window: the first ``fifo_slots`` jobs not started in this batch, then
+        the ones with the least work among those after them."""
+        alive, n = self._alive, self._ids.size
+        f = self.fifo_slots
+        fifo = np.arange(min(f, n)) if not self.decisions else np.flatnonzero(alive)[:f]
+        win = fifo
+        need = self.k - fifo.size
+        if need > 0 and fifo.size == f and n > f:
+            if self._order is None:
+                self._order = np.argsort(self.cache.work[self._ids], kind="stable")
+            order = self._order
+            cut = int(fifo[-1]) if fifo.size else -1
+            rest = order[(order > cut) & alive[order]][:need]
+            win = np.concatenate([fifo, rest]) if fifo.size else rest
+        self._win = win
+        self._win_ids = self._ids[win]
+        self._fit: tuple[np.ndarray, np.ndarray] | None = None
+        self._mask: np.ndarray | None = None
+        self._obs: np.ndarray | None = None
 
     @property
     def window(self) -> list[Job]:
-        return self._window
+        pend = self._pending
+        return [pend[int(p)] for p in self._win]
 
     # -- mask --------------------------------------------------------------------------------
     def mask(self) -> np.ndarray:
@@ -148,109 +231,105 @@ class DecisionBuilder:
         rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
         if self._mask is not None:
             return self._mask
-        k, p = self.k, self.n_opts
-        m = np.zeros(k * p + 1, dtype=bool)
+        p = self.n_opts
+        m = np.zeros(self.k * p + 1, dtype=bool)
         ex_ok, sh_ok = self._fits()
-        excl = self.options.exclusive
-        for s in range(len(self._window)):
-            row = np.where(excl, ex_ok[s], sh_ok[s])
-            m[s * p : (s + 1) * p] = row
+        n = ex_ok.size
+        if n:
+            m[: n * p].reshape(n, p)[:] = np.where(self.options.exclusive, ex_ok[:, None], sh_ok[:, None])
         m[-1] = bool(self.decisions or len(self.view.running) or not m[:-1].any())
         self._mask = m
         return m
 
     def _fits(self) -> tuple[np.ndarray, np.ndarray]:
-        ws = self.ws
-        n = len(self._window)
-        ex = np.zeros(n, dtype=bool)
-        sh = np.zeros(n, dtype=bool)
-        if n == 0:
-            return ex, sh
-        need_sh = not self.options.exclusive.all()
+        """(fits an exclusive option, fits ``least_interference``) per window slot."""
+        if self._fit is not None:
+            return self._fit
+        ids = self._win_ids
+        sizes = self.cache.gpus[ids]
         if self._simple:
-            n_free = int(np.count_nonzero(ws.ctx.free))
-            n_sh = int(np.count_nonzero(ws.up & (ws.n_res < ws.max_jobs))) if need_sh else 0
-            for s, j in enumerate(self._window):
-                ex[s] = j.num_gpus <= n_free
-                if need_sh:
-                    sh[s] = j.num_gpus <= n_sh and (
-                        j.mem_gb == 0.0 or int(np.count_nonzero(ws.shareable(j))) >= j.num_gpus
-                    )
-            return ex, sh
-        for s, j in enumerate(self._window):
-            ex[s] = ws.ctx.n_eligible(j) >= j.num_gpus
-            if need_sh:
-                sh[s] = int(np.count_nonzero(ws.shareable(j))) >= j.num_gpus
-        return ex, sh
+            ex = sizes <= self._n_free
+            if self._need_sh and self.view.max_jobs_per_gpu == 1:
+                sh = ex  # exclusive cluster, no job needs more memory than any GPU has: same test
+            elif self._need_sh:
+                sh = sizes <= self._n_sh
+                mem = self.cache.mem[ids]
+                for s in np.flatnonzero(sh & (mem != 0.0)).tolist():
+                    sh[s] = int(np.count_nonzero(self.ws.shareable(self._pending[int(self._win[s])]))) >= sizes[s]
+            else:
+                sh = np.zeros(ids.size, dtype=bool)
+        else:
+            ws = self.ws
+            ex = np.zeros(ids.size, dtype=bool)
+            sh = np.zeros(ids.size, dtype=bool)
+            for s, j in enumerate(self.window):
+                ex[s] = ws.ctx.n_eligible(j) >= j.num_gpus
+                if self._need_sh:
+                    sh[s] = int(np.count_nonzero(ws.shareable(j))) >= j.num_gpus
+        self._fit = (ex, sh)
+        return self._fit
 
     def any_valid(self) -> bool:
-        return bool(self.mask()[:-1].any())
+        ex, sh = self._fits()
+        if not self._need_sh:
+            return bool(ex.any())
+        return bool((self.options.any_exclusive and ex.any()) or sh.any())
 
     # -- observation -------------------------------------------------------------------------
     def observe(self) -> np.ndarray:
         if self._obs is not None:
             return self._obs
-        view, topo, ws = self.view, self.topo, self.ws
-        free = ws.ctx.free
-        n_gpus = topo.n_gpus
-        freef = free.astype(np.float64)
-        power = np.asarray(view.gpu_power_w)
-        per_gpu = np.empty((n_gpus, 8), dtype=np.float64)
-        per_gpu[:, 0] = freef
-        per_gpu[:, 1] = ws.up
-        per_gpu[:, 2:6] = ws.slowdown * freef[:, None]
-        per_gpu[:, 6] = power
-        per_gpu[:, 7] = ws.n_res
-        gpn = self._uniform
-        if gpn:
-            sums = per_gpu.reshape(topo.n_nodes, gpn, 8).sum(axis=1)
+        view, lay = self.view, self._lay
+        ws = self._ws
+        if ws is None:
+            free, n_res = view.free, view.n_resident
         else:
-            sums = np.add.reduceat(per_gpu, self._node_start, axis=0)
-        size = self._node_size[:, None]
-        nodes = sums / size
-        nfree = sums[:, 0:1]
-        nodes[:, 2:6] = np.where(nfree > 0, sums[:, 2:6] / np.maximum(nfree, 1.0) - 1.0, 0.0)
-        nodes[:, 6] /= 300.0
-        nodes[:, 7] /= ws.max_jobs
+            free, n_res = ws.ctx.free, ws.n_res
+        n_gpus, k = lay.n_gpus, self.k
+        # per node: sums over its GPUs of [free, up, (sf - 1) x free per class, power/300, slots used]
+        x = lay.per_gpu
+        x[:, 0] = free
+        x[:, 1] = view.up
+        np.multiply(view.slowdown, free[:, None], out=x[:, 2:6])
+        x[:, 2:6] -= x[:, 0:1]
+        np.multiply(view.gpu_power_w, 1.0 / 300.0, out=x[:, 6])
+        np.multiply(n_res, 1.0 / view.max_jobs_per_gpu, out=x[:, 7])
+        sums = lay.node_sums(x)
+        nodes = sums / lay.node_size
+        nodes[:, 2:6] = sums[:, 2:6] / np.maximum(sums[:, 0:1], 1.0)  # mean over free GPUs, 0 if none
 
-        slots = np.zeros((self.k, SLOT_FEATURES), dtype=np.float64)
-        ex_ok, sh_ok = self._fits()
-        n_free = float(np.count_nonzero(free))
-        now = view.now
-        lg = np.log2(1.0 + n_gpus)
+        ids = self._win_ids
+        n = ids.size
         cache = self.cache
-        for s, j in enumerate(self._window):
-            row = slots[s]
-            row[0] = 1.0
-            row[1] = np.log2(1.0 + j.num_gpus) / lg
-            row[2 + j.class_index] = 1.0
-            row[6] = np.log1p(max(0.0, now - j.arrival_s) / 3600.0)
-            row[7] = np.log1p(cache.work_h(j))
-            row[8] = ex_ok[s]
-            row[9] = sh_ok[s]
-            row[10] = j.num_gpus / max(n_free, 1.0)
+        ex_ok, sh_ok = self._fits()
+        n_free = self._n_free
+        now = view.now
+        slots = np.zeros((k, SLOT_FEATURES))
+        if n:
+            w = slots[:n]
+            w[:] = cache.slot[ids]
+            w[:, 6] = np.log1p(np.maximum(0.0, now - cache.arrival[ids]) * (1.0 / 3600.0))
+            w[:, 8] = ex_ok
+            w[:, 9] = sh_ok
+            w[:, 10] = cache.gpus[ids] * (1.0 / max(n_free, 1))
 
-        pend = self._pending
-        n_q = len(pend) - len(self._placed)
-        demand = self._demand0 - sum(len(d.gpus) for d in self.decisions)
-        tod = 2.0 * np.pi * (now % _DAY_S) / _DAY_S
-        glob = np.array(
-            [
-                np.sin(tod),
-                np.cos(tod),
-                float(np.count_nonzero(ws.n_res > 0)) / n_gpus,
-                n_free / n_gpus,
-                np.log1p(n_q) / 5.0,
-                np.log1p(len(view.running) + len(self.decisions)) / 5.0,
-                demand / n_gpus,
-                np.log1p(len(self.decisions)) / 3.0,
-            ]
+        n_dec = len(self.decisions)
+        tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
+        a = lay.size
+        b = a + k * SLOT_FEATURES
+        obs = np.empty(b + GLOBAL_FEATURES, dtype=np.float32)
+        obs[:a] = nodes.ravel()
+        obs[a:b] = slots.ravel()
+        obs[b:] = (
+            math.sin(tod), math.cos(tod), int(np.count_nonzero(n_res)) / n_gpus, n_free / n_gpus,
+            math.log1p(self._ids.size - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
+            self._demand / n_gpus, math.log1p(n_dec) / 3.0,
         )
-        obs = np.concatenate([nodes.ravel(), slots.ravel(), glob])
-        np.nan_to_num(obs, copy=False, nan=0.0, posinf=OBS_HIGH, neginf=OBS_LOW)
-        np.clip(obs, OBS_LOW, OBS_HIGH, out=obs)
-        self._obs = obs.astype(np.float32)
-        return self._obs
+        np.clip(obs, OBS_LOW, OBS_HIGH, out=obs)  # +-inf land on the bounds
+        if math.isnan(float(obs.sum())):
+            np.nan_to_num(obs, copy=False, nan=0.0)
+        self._obs = obs
+        return obs
 
     # -- actions -----------------------------------------------------------------------------
     def decode(self, action: int) -> tuple[int, int] | None:
@@ -264,23 +343,29 @@ class DecisionBuilder:
         if not 0 <= action < self.done_action or not self.mask()[action]:
             return None
         slot, opt = divmod(int(action), self.n_opts)
-        job = self._window[slot]
-        gpus = self.options.place(opt, job, self.ws)
+        pos = int(self._win[slot])
+        job = self._pending[pos]
+        ws = self.ws
+        gpus = self.options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
-        self.ws.take(job, gpus)
+        ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
-        self._placed.add(job.job_id)
+        self._alive[pos] = False
+        self._demand -= len(gpus)
+        self._n_free = int(np.count_nonzero(ws.ctx.free))
+        self._n_sh = self._count_shareable()
         self._refresh()
         return d
 
     def action_for(self, job_id: int, gpus: tuple[int, ...]) -> int | None:
         """The action that starts ``job_id`` on ``gpus`` if one does (else the first valid option
         for the job, or None when the job is not in the window) — maps heuristic decisions to actions."""
-        for s, j in enumerate(self._window):
-            if j.job_id != job_id:
+        for s, jid in enumerate(self._win_ids.tolist()):
+            if jid != job_id:
                 continue
+            j = self._pending[int(self._win[s])]
             mask = self.mask()
             first = None
             for o in range(self.n_opts):

@@ -99,6 +99,8 @@ class OptionSet:
         }
         self._placements: list[Placement | None] = [table.get(n) for n in names]
         self.exclusive = np.array([n in EXCLUSIVE for n in names], dtype=bool)
+        self.all_exclusive = bool(self.exclusive.all())
+        self.any_exclusive = bool(self.exclusive.any())
 
     def __len__(self) -> int:
         return len(self.names)
