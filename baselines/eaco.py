@@ -75,7 +75,7 @@ class _Work:
         self.up = np.asarray(view.up)
         self.n_res = np.array(view.n_resident, dtype=np.int64)
         self.mem_total = np.asarray(topo.gpu_mem_gb, dtype=np.float64)
-        self.mem_used = self.mem_total - np.asarray(view.mem_free_gb, dtype=np.float64)
+        self.mem_used = np.array(view.mem_used_gb, dtype=np.float64)
         self.util = util_estimate(view)
         self.gpus_of: dict[int, GpuSet] = {j: a.gpus for j, a in view.running.items()}
         self.hp = np.zeros(topo.n_gpus, dtype=bool)

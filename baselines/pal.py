@@ -194,6 +194,7 @@ class _FactorSource:
             raise ValueError(f"pal.k1 must be in 1..10 or None (silhouette search), got {k1}")
         if sigma <= 0:
             raise ValueError(f"pal.outlier_sigma must be > 0, got {sigma}")
+        import sklearn.cluster  # noqa: F401  (load the clustering library now, not at the first decision)
         lfs = lf.values() if isinstance(lf, Mapping) else [lf]
         if any(v < 1.0 for v in lfs):
             raise ValueError(f"pal.lf must be >= 1, got {lf}")

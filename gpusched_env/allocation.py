@@ -60,6 +60,7 @@ class ClusterState:
         self.mem_used = np.zeros(n, dtype=np.float64)
         self.share_used = np.zeros(n, dtype=np.float64)  # sum of gpu_fraction of resident jobs
         self.up = np.ones(n, dtype=bool)
+        self._min_gpu_mem = float(topology.gpu_mem_gb.min())
         self.free_mask = np.ones(n, dtype=bool)  # up and holding no job (kept up to date)
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # sorted by (arrival, id)
@@ -110,23 +111,17 @@ class ClusterState:
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
         n, mem, share = self.n_resident, self.mem_used, self.share_used
         dmem, dshare = sign * job.mem_gb, sign * job.gpu_fraction
-        for g in gpus:
+        free, up, jid = self.free_mask, self.up, job.job_id
+        for g in gpus:  # scalar updates: cheaper than fancy indexing for a few GPUs
             if sign > 0:
-                self.resident[g].append(job.job_id)
+                self.resident[g].append(jid)
             else:
-                self.resident[g].remove(job.job_id)
-        if len(gpus) == 1:
-            g = gpus[0]
-            n[g] += sign
+                self.resident[g].remove(jid)
+            c = n[g] + sign
+            n[g] = c
             mem[g] += dmem
             share[g] += dshare
-            self.free_mask[g] = n[g] == 0 and self.up[g]
-        else:  # one array operation per field (the GPUs of one job are distinct)
-            idx = list(gpus)
-            n[idx] += sign
-            mem[idx] += dmem
-            share[idx] += dshare
-            self.free_mask[idx] = (n[idx] == 0) & self.up[idx]
+            free[g] = c == 0 and up[g]
 
     def release(self, job_id: int) -> Allocation:
         """Remove a running job from its GPUs (finish, failure); it does not return to the queue."""
@@ -228,8 +223,27 @@ class ClusterState:
                 applied.started.append(d.job_id)
         return applied
 
+    def _exclusive_starts_fit(self, decisions: list[Decision]) -> bool:
+        """Fast capacity check for the common batch: starts only, one job per GPU, every GPU
+        free and used once, no job needing more memory than the smallest GPU has. False means
+        "not shown here", not "invalid": the full check then decides."""
+        if self.max_jobs_per_gpu != 1:
+            return False
+        free, used = self.free_mask, set()
+        min_mem = self._min_gpu_mem
+        for d in decisions:
+            if type(d) is not Start or self.jobs[d.job_id].mem_gb > min_mem:
+                return False
+            for g in d.gpus:
+                if g in used or not free[g]:
+                    return False
+                used.add(g)
+        return True
+
     def _check_capacity(self, decisions: list[Decision]) -> None:
         """Check per-GPU job count and memory on the state the batch would leave."""
+        if self._exclusive_starts_fit(decisions):
+            return
         dn: dict[int, int] = {}
         dmem: dict[int, float] = {}
 

@@ -102,6 +102,7 @@ class _Run:
     comm_s: float = 0.0
     due: float = 0.0  # completion time at the current speed
     armed_at: float | None = None  # time of the pending completion event
+    util: float = 1.0  # the job's utilisation of a GPU it has alone, in [0, 1]
 
 
 class Simulator:
@@ -152,7 +153,8 @@ class Simulator:
         self.gpu_util = np.zeros(n)
         self.straggle = np.ones(n)
         self._update_slowness()
-        self.node_busy = np.zeros(topology.n_nodes, dtype=np.int64)  # GPUs holding jobs per node
+        self.node_busy = [0] * topology.n_nodes  # GPUs holding jobs per node
+        self._gpu_node: list[int] = topology.gpu_node.tolist()
         self._node_idle_gpu_w = np.bincount(topology.gpu_node, weights=self._idle_w, minlength=topology.n_nodes)
         self.cluster_power = float(self.gpu_power.sum()) + sum(
             self._node_power(node, 0) for node in range(topology.n_nodes)
@@ -421,9 +423,11 @@ class Simulator:
             rec.restarts += 1
         cost = self.model.restart_cost_s if restarted else self.model.start_cost_s
         gpus = self.state.running[jid].gpus
-        mult, comm = self._placement_cost(self.state.jobs[jid], gpus)
+        job = self.state.jobs[jid]
+        mult, comm = self._placement_cost(job, gpus)
         self.runs[jid] = _Run(
-            last_t=now, resume_at=now + cost, idx=np.asarray(gpus, dtype=np.int64), loc_mult=mult, comm_s=comm
+            last_t=now, resume_at=now + cost, idx=np.asarray(gpus, dtype=np.int64), loc_mult=mult, comm_s=comm,
+            util=min(1.0, max(0.0, self.spec(job.model).util)),
         )
         touched.update(gpus)
 
@@ -440,7 +444,6 @@ class Simulator:
             return
         self._account(now)
         jobs: set[int] = set()
-        topo = self.topology
         state = self.state
         for g in gpus:
             jobs.update(state.resident[g])
@@ -449,6 +452,7 @@ class Simulator:
                 self._settle(jid, now)
         idle_w, busy_w, power_l = self._idle_l, self._busy_l, self._power_l
         busy_set, sleepy = self._busy_set, self.model.power.low_power_idle
+        gpu_node, node_busy = self._gpu_node, self.node_busy
         delta = 0.0
         for g in gpus:
             here = state.resident[g]
@@ -456,23 +460,25 @@ class Simulator:
                 u, p = 0.0, idle_w[g]
             else:
                 if len(here) == 1 and state.running[here[0]].sm_share >= 1.0:
-                    u = min(1.0, self.spec(state.jobs[here[0]].model).util)
+                    u = self.runs[here[0]].util  # alone on the GPU: the model's own utilisation
+                    iw = idle_w[g]
+                    p = iw + (busy_w[g] - iw) * u  # gpu_power_w, u already in [0, 1]
                 else:
                     u = gpu_utilisation(self._residents(g))
-                p = gpu_power_w(idle_w[g], busy_w[g], u)
+                    p = gpu_power_w(idle_w[g], busy_w[g], u)
             delta += p - power_l[g]
             power_l[g] = p
             self.gpu_power[g] = p
             self.gpu_util[g] = u
             is_busy = bool(here)
             if (g in busy_set) != is_busy:
+                node = gpu_node[g]
                 if sleepy:  # only sleeping nodes change node power with their GPUs' load
-                    node = int(topo.gpu_node[g])
-                    old = self._node_power(node, int(self.node_busy[node]))
-                    self.node_busy[node] += 1 if is_busy else -1
-                    delta += self._node_power(node, int(self.node_busy[node])) - old
+                    old = self._node_power(node, node_busy[node])
+                    node_busy[node] += 1 if is_busy else -1
+                    delta += self._node_power(node, node_busy[node]) - old
                 else:
-                    self.node_busy[topo.gpu_node[g]] += 1 if is_busy else -1
+                    node_busy[node] += 1 if is_busy else -1
                 if is_busy:
                     self._busy_gpus += 1
                     busy_set.add(g)

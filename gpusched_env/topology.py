@@ -125,10 +125,13 @@ class Topology:
     def gpu_type_of(self, gpu: int) -> str:
         return self.gpu_types[int(self.gpu_type_idx[gpu])]
 
+    @cached_property
+    def _node_rack_of_gpu(self) -> tuple[list[int], list[int]]:
+        return self.gpu_node.tolist(), self.gpu_rack.tolist()
+
     def locality(self, gpus: tuple[int, ...] | list[int]) -> str:
         """The widest level a GPU set spans: "node", "rack" or "cross_rack"."""
-        nodes = {int(self.gpu_node[g]) for g in gpus}
-        if len(nodes) <= 1:
+        node_of, rack_of = self._node_rack_of_gpu
+        if len({node_of[g] for g in gpus}) <= 1:
             return "node"
-        racks = {int(self.node_rack[n]) for n in nodes}
-        return "rack" if len(racks) == 1 else "cross_rack"
+        return "rack" if len({rack_of[g] for g in gpus}) == 1 else "cross_rack"

@@ -83,6 +83,11 @@ class ClusterView:
         return readonly(self._state.n_resident)
 
     @property
+    def mem_used_gb(self) -> np.ndarray:
+        """(n_gpus,) memory held by resident jobs."""
+        return readonly(self._state.mem_used)
+
+    @property
     def mem_free_gb(self) -> np.ndarray:
         return self._state.topology.gpu_mem_gb - self._state.mem_used
 

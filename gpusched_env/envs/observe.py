@@ -55,6 +55,7 @@ class JobCache:
 
     def __init__(self) -> None:
         self._layout: _Layout | None = None
+        self._arange = np.arange(0)
         self.clear()
 
     def clear(self) -> None:
@@ -67,11 +68,19 @@ class JobCache:
         self.constrained = False
         self._seen: set[int] = set()
 
-    def layout(self, topo: Topology) -> _Layout:
+    def layout_arange(self, k: int) -> np.ndarray:
+        """``np.arange(k)`` (shared, read-only)."""
+        a = self._arange
+        if a.size != k:
+            a = self._arange = np.arange(k)
+            a.flags.writeable = False
+        return a
+
+    def layout(self, topo: Topology, max_jobs: int) -> _Layout:
         """The observation constants of ``topo`` (kept across runs on the same topology)."""
         lay = self._layout
-        if lay is None or lay.topo is not topo:
-            lay = self._layout = _Layout(topo)
+        if lay is None or lay.topo is not topo or lay.max_jobs != max_jobs:
+            lay = self._layout = _Layout(topo, max_jobs)
         return lay
 
     def _grow(self, top: int) -> None:
@@ -125,21 +134,21 @@ class JobCache:
 
 
 class _Layout:
-    """Per-topology constants of the observation and a scratch buffer (one per :class:`JobCache`)."""
+    """Per-topology constants of the observation and scratch buffers (one per :class:`JobCache`).
 
-    def __init__(self, topo: Topology) -> None:
-        self.topo = topo
+    Per-node sums are products with the (n_nodes x n_gpus) membership matrix ``agg``: one BLAS
+    call instead of a Python loop or a reshape per feature.
+    """
+
+    def __init__(self, topo: Topology, max_jobs: int) -> None:
+        self.topo, self.max_jobs = topo, max_jobs
         self.n_nodes, self.n_gpus = topo.n_nodes, topo.n_gpus
-        self.uniform = topo.uniform_node_size
-        self.node_start = topo.node_first_gpu[:-1]
-        self.node_size = topo.node_sizes.astype(np.float64)[:, None]
-        self.per_gpu = np.zeros((topo.n_gpus, NODE_FEATURES))
+        self.agg = (topo.gpu_node[None, :] == np.arange(topo.n_nodes)[:, None]).astype(np.float64)
+        inv = 1.0 / topo.node_sizes.astype(np.float64)
+        self.inv_size = inv
+        self.scale3 = np.column_stack([inv, inv / 300.0, inv / max_jobs])  # up, power, job slots
+        self.p3 = np.zeros((topo.n_gpus, 3))
         self.size = topo.n_nodes * NODE_FEATURES
-
-    def node_sums(self, x: np.ndarray) -> np.ndarray:
-        if self.uniform:
-            return x.reshape(self.n_nodes, self.uniform, x.shape[1]).sum(axis=1)
-        return np.add.reduceat(x, self.node_start, axis=0)
 
 
 class DecisionBuilder:
@@ -159,7 +168,7 @@ class DecisionBuilder:
         self.fifo_slots = min(fifo_slots, k)
         self.cache = cache
         self.topo = view.topology
-        self._lay = cache.layout(self.topo)
+        self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
         self._ws: WorkingState | None = None
         self.decisions: list[Start] = []
         self._pending: Sequence[Job] = view.pending
@@ -168,6 +177,7 @@ class DecisionBuilder:
         self._ids = ids
         self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
         self._alive = np.ones(ids.size, dtype=bool)  # not started in this batch
+        self._arange = cache.layout_arange(k)
         self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
         self.done_action = k * self.n_opts
@@ -189,10 +199,10 @@ class DecisionBuilder:
         """GPUs with a free job slot (= free GPUs on exclusive clusters)."""
         if not self._need_sh:
             return 0
+        if self.view.max_jobs_per_gpu == 1:
+            return self._n_free
         if self._ws is None:
             view = self.view
-            if view.max_jobs_per_gpu == 1:
-                return self._n_free
             return int(np.count_nonzero(view.up & (view.n_resident < view.max_jobs_per_gpu)))
         ws = self._ws
         return int(np.count_nonzero(ws.up & (ws.n_res < ws.max_jobs)))
@@ -201,18 +211,26 @@ class DecisionBuilder:
     def _refresh(self) -> None:
         """Recompute the window: the first ``fifo_slots`` jobs not started in this batch, then
         the ones with the least work among those after them."""
-        alive, n = self._alive, self._ids.size
-        f = self.fifo_slots
-        fifo = np.arange(min(f, n)) if not self.decisions else np.flatnonzero(alive)[:f]
-        win = fifo
-        need = self.k - fifo.size
-        if need > 0 and fifo.size == f and n > f:
-            if self._order is None:
-                self._order = np.argsort(self.cache.work[self._ids], kind="stable")
-            order = self._order
-            cut = int(fifo[-1]) if fifo.size else -1
-            rest = order[(order > cut) & alive[order]][:need]
-            win = np.concatenate([fifo, rest]) if fifo.size else rest
+        alive, ids = self._alive, self._ids
+        n, f, k = ids.size, self.fifo_slots, self.k
+        if not self.decisions:  # fresh point: positions 0..f-1, then the least work after them
+            if n <= f or f == k:
+                win = self._arange[: min(n, k)]
+            else:
+                rest = np.argsort(self.cache.work[ids[f:]], kind="stable")[: k - f]
+                rest += f
+                win = np.concatenate([self._arange[:f], rest]) if f else rest
+        else:
+            fifo = np.flatnonzero(alive)[:f]
+            win = fifo
+            need = k - fifo.size
+            if need > 0 and fifo.size == f and n > f:
+                if self._order is None:
+                    self._order = np.argsort(self.cache.work[ids], kind="stable")
+                order = self._order
+                cut = int(fifo[-1]) if fifo.size else -1
+                rest = order[(order > cut) & alive[order]][:need]
+                win = np.concatenate([fifo, rest]) if fifo.size else rest
         self._win = win
         self._win_ids = self._ids[win]
         self._fit: tuple[np.ndarray, np.ndarray] | None = None
@@ -285,27 +303,37 @@ class DecisionBuilder:
             free, n_res = view.free, view.n_resident
         else:
             free, n_res = ws.ctx.free, ws.n_res
-        n_gpus, k = lay.n_gpus, self.k
-        # per node: sums over its GPUs of [free, up, (sf - 1) x free per class, power/300, slots used]
-        x = lay.per_gpu
-        x[:, 0] = free
-        x[:, 1] = view.up
-        np.multiply(view.slowdown, free[:, None], out=x[:, 2:6])
-        x[:, 2:6] -= x[:, 0:1]
-        np.multiply(view.gpu_power_w, 1.0 / 300.0, out=x[:, 6])
-        np.multiply(n_res, 1.0 / view.max_jobs_per_gpu, out=x[:, 7])
-        sums = lay.node_sums(x)
-        nodes = sums / lay.node_size
-        nodes[:, 2:6] = sums[:, 2:6] / np.maximum(sums[:, 0:1], 1.0)  # mean over free GPUs, 0 if none
+        n_gpus, n_nodes, k = lay.n_gpus, lay.n_nodes, self.k
+        a = lay.size
+        b = a + k * SLOT_FEATURES
+        obs = np.empty(b + GLOBAL_FEATURES, dtype=np.float32)
+
+        # per node: free share, up share, mean (sf - 1) of free GPUs per class, power, job slots
+        on_free = lay.agg * free
+        n_free_node = on_free.sum(axis=1)
+        slow = on_free @ (view.slowdown - 1.0)
+        slow /= np.maximum(n_free_node, 1.0)[:, None]  # 0 on nodes without a free GPU
+        p3 = lay.p3
+        p3[:, 0] = view.up
+        p3[:, 1] = view.gpu_power_w
+        p3[:, 2] = n_res
+        q = lay.agg @ p3
+        q *= lay.scale3
+        nodes = obs[:a].reshape(n_nodes, NODE_FEATURES)
+        nodes[:, 0] = n_free_node * lay.inv_size
+        nodes[:, 1] = q[:, 0]
+        nodes[:, 2:6] = slow
+        nodes[:, 6:8] = q[:, 1:3]
 
         ids = self._win_ids
         n = ids.size
         cache = self.cache
-        ex_ok, sh_ok = self._fits()
         n_free = self._n_free
         now = view.now
-        slots = np.zeros((k, SLOT_FEATURES))
+        slots = obs[a:b].reshape(k, SLOT_FEATURES)
+        slots.fill(0.0)
         if n:
+            ex_ok, sh_ok = self._fits()
             w = slots[:n]
             w[:] = cache.slot[ids]
             w[:, 6] = np.log1p(np.maximum(0.0, now - cache.arrival[ids]) * (1.0 / 3600.0))
@@ -315,18 +343,14 @@ class DecisionBuilder:
 
         n_dec = len(self.decisions)
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
-        a = lay.size
-        b = a + k * SLOT_FEATURES
-        obs = np.empty(b + GLOBAL_FEATURES, dtype=np.float32)
-        obs[:a] = nodes.ravel()
-        obs[a:b] = slots.ravel()
         obs[b:] = (
             math.sin(tod), math.cos(tod), int(np.count_nonzero(n_res)) / n_gpus, n_free / n_gpus,
             math.log1p(self._ids.size - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
             self._demand / n_gpus, math.log1p(n_dec) / 3.0,
         )
-        np.clip(obs, OBS_LOW, OBS_HIGH, out=obs)  # +-inf land on the bounds
-        if math.isnan(float(obs.sum())):
+        np.minimum(obs, OBS_HIGH, out=obs)  # +-inf land on the bounds
+        np.maximum(obs, OBS_LOW, out=obs)
+        if math.isnan(np.add.reduce(obs)):
             np.nan_to_num(obs, copy=False, nan=0.0)
         self._obs = obs
         return obs
@@ -349,12 +373,13 @@ class DecisionBuilder:
         gpus = self.options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
+        free = ws.ctx.free
+        self._n_free -= sum(1 for g in gpus if free[g])
         ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
         self._alive[pos] = False
         self._demand -= len(gpus)
-        self._n_free = int(np.count_nonzero(ws.ctx.free))
         self._n_sh = self._count_shareable()
         self._refresh()
         return d

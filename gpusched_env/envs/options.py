@@ -53,17 +53,18 @@ class WorkingState:
         self.ctx = ctx
         self.n_res = np.array(view.n_resident, dtype=np.int64)
         self.mem_cap = view.topology.gpu_mem_gb
-        self.mem_used = self.mem_cap - view.mem_free_gb
+        self.mem_used = np.array(view.mem_used_gb)
         self.up = np.asarray(view.up)
         self.max_jobs = view.max_jobs_per_gpu
         self.util = np.asarray(view.gpu_util)
         self.slowdown = np.asarray(view.slowdown)
 
     def take(self, job: Job, gpus: GpuSet) -> None:
-        g = list(gpus)
         self.ctx.take(gpus)
-        self.n_res[g] += 1
-        self.mem_used[g] += job.mem_gb
+        n_res, mem_used, mem = self.n_res, self.mem_used, job.mem_gb
+        for g in gpus:  # scalar updates: cheaper than fancy indexing for a few GPUs
+            n_res[g] += 1
+            mem_used[g] += mem
 
     def shareable(self, job: Job) -> np.ndarray:
         """(n_gpus,) bool: GPUs with a free job slot and memory for ``job`` (type respected)."""
