@@ -63,7 +63,7 @@ class JobCache:
         self.work = np.full(0, np.nan)
         self.gpus = np.zeros(0, dtype=np.int64)
         self.cls = np.zeros(0, dtype=np.int64)
-        self.arrival = np.zeros(0)
+        self.arrival_h = np.zeros(0)
         self.mem = np.zeros(0)
         self.constrained = False
         self._seen: set[int] = set()
@@ -85,7 +85,7 @@ class JobCache:
 
     def _grow(self, top: int) -> None:
         size = max(top, 2 * self.work.size)
-        for name, fill in (("work", np.nan), ("gpus", 0), ("cls", 0), ("arrival", 0.0), ("mem", 0.0)):
+        for name, fill in (("work", np.nan), ("gpus", 0), ("cls", 0), ("arrival_h", 0.0), ("mem", 0.0)):
             old = getattr(self, name)
             grown = np.full(size, fill, dtype=old.dtype)
             grown[: old.size] = old
@@ -109,9 +109,10 @@ class JobCache:
             row[1] = math.log2(1.0 + job.num_gpus) / log_n
             row[2 + job.class_index] = 1.0
             row[7] = math.log1p(work)
+            row[10] = job.num_gpus  # scaled by 1 / free GPUs when observed
             self.gpus[i] = job.num_gpus
             self.cls[i] = job.class_index
-            self.arrival[i] = job.arrival_s
+            self.arrival_h[i] = job.arrival_s / 3600.0
             self.mem[i] = job.mem_gb
             self.constrained |= job.gpu_type is not None or job.mem_gb > min_mem
 
@@ -148,6 +149,8 @@ class _Layout:
         self.inv_size = inv
         self.scale3 = np.column_stack([inv, inv / 300.0, inv / max_jobs])  # up, power, job slots
         self.p3 = np.zeros((topo.n_gpus, 3))
+        self.node_of: list[int] = topo.gpu_node.tolist()
+        self.inv_size_l: list[float] = inv.tolist()
         self.size = topo.n_nodes * NODE_FEATURES
 
 
@@ -170,6 +173,10 @@ class DecisionBuilder:
         self.topo = view.topology
         self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
         self._ws: WorkingState | None = None
+        self._nodes: np.ndarray | None = None  # node features (see _node_block)
+        self._node_sums: tuple[list[float], list[list[float]]] = ([], [])
+        self._taken: list[tuple[int, bool]] = []  # (GPU, was free) of starts since _nodes
+        self._slow_l: list[list[float]] | None = None
         self.decisions: list[Start] = []
         self._pending: Sequence[Job] = view.pending
         cache.see(view.pending_ids, view)
@@ -299,31 +306,12 @@ class DecisionBuilder:
             return self._obs
         view, lay = self.view, self._lay
         ws = self._ws
-        if ws is None:
-            free, n_res = view.free, view.n_resident
-        else:
-            free, n_res = ws.ctx.free, ws.n_res
-        n_gpus, n_nodes, k = lay.n_gpus, lay.n_nodes, self.k
+        n_res = view.n_resident if ws is None else ws.n_res
+        n_gpus, k = lay.n_gpus, self.k
         a = lay.size
         b = a + k * SLOT_FEATURES
         obs = np.empty(b + GLOBAL_FEATURES, dtype=np.float32)
-
-        # per node: free share, up share, mean (sf - 1) of free GPUs per class, power, job slots
-        on_free = lay.agg * free
-        n_free_node = on_free.sum(axis=1)
-        slow = on_free @ (view.slowdown - 1.0)
-        slow /= np.maximum(n_free_node, 1.0)[:, None]  # 0 on nodes without a free GPU
-        p3 = lay.p3
-        p3[:, 0] = view.up
-        p3[:, 1] = view.gpu_power_w
-        p3[:, 2] = n_res
-        q = lay.agg @ p3
-        q *= lay.scale3
-        nodes = obs[:a].reshape(n_nodes, NODE_FEATURES)
-        nodes[:, 0] = n_free_node * lay.inv_size
-        nodes[:, 1] = q[:, 0]
-        nodes[:, 2:6] = slow
-        nodes[:, 6:8] = q[:, 1:3]
+        obs[:a] = self._node_block().ravel()
 
         ids = self._win_ids
         n = ids.size
@@ -336,10 +324,12 @@ class DecisionBuilder:
             ex_ok, sh_ok = self._fits()
             w = slots[:n]
             w[:] = cache.slot[ids]
-            w[:, 6] = np.log1p(np.maximum(0.0, now - cache.arrival[ids]) * (1.0 / 3600.0))
+            wait = now / 3600.0 - cache.arrival_h[ids]
+            np.maximum(wait, 0.0, out=wait)
+            w[:, 6] = np.log1p(wait, out=wait)
             w[:, 8] = ex_ok
             w[:, 9] = sh_ok
-            w[:, 10] = cache.gpus[ids] * (1.0 / max(n_free, 1))
+            w[:, 10] *= 1.0 / max(n_free, 1)  # the cached column holds the GPU count
 
         n_dec = len(self.decisions)
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
@@ -354,6 +344,59 @@ class DecisionBuilder:
             np.nan_to_num(obs, copy=False, nan=0.0)
         self._obs = obs
         return obs
+
+    def _node_block(self) -> np.ndarray:
+        """(n_nodes, 8) node features: free share, up share, mean (sf - 1) of the free GPUs per
+        class (0 without free GPUs), power / 300 W, job slots used. Computed in full once per
+        decision point; the starts taken since only update the rows of their nodes."""
+        lay = self._lay
+        if self._nodes is None:
+            view = self.view
+            free, n_res = (view.free, view.n_resident) if self._ws is None else (self._ws.ctx.free, self._ws.n_res)
+            on_free = lay.agg * free
+            n_free_node = on_free.sum(axis=1)
+            slow_sum = on_free @ (view.slowdown - 1.0)
+            p3 = lay.p3
+            p3[:, 0] = view.up
+            p3[:, 1] = view.gpu_power_w
+            p3[:, 2] = n_res
+            q = lay.agg @ p3
+            q *= lay.scale3
+            nodes = np.empty((lay.n_nodes, NODE_FEATURES))
+            nodes[:, 0] = n_free_node * lay.inv_size
+            nodes[:, 1] = q[:, 0]
+            nodes[:, 2:6] = slow_sum / np.maximum(n_free_node, 1.0)[:, None]
+            nodes[:, 6:8] = q[:, 1:3]
+            self._nodes = nodes
+            self._node_sums = (n_free_node.tolist(), slow_sum.tolist())
+            self._taken.clear()
+        elif self._taken:
+            nodes = self._nodes
+            n_free_node, slow_sum = self._node_sums
+            node_of, inv = lay.node_of, lay.inv_size_l
+            slow = self._slow_m1()
+            touched = set()
+            for g, was_free in self._taken:
+                node = node_of[g]
+                touched.add(node)
+                nodes[node, 7] += inv[node] / lay.max_jobs
+                if was_free:
+                    n_free_node[node] -= 1.0
+                    row, sg = slow_sum[node], slow[g]
+                    for c in range(4):
+                        row[c] -= sg[c]
+            for node in touched:
+                nf = n_free_node[node]
+                nodes[node, 0] = nf * inv[node]
+                nodes[node, 2:6] = [x / nf for x in slow_sum[node]] if nf > 0.0 else 0.0
+            self._taken.clear()
+        return self._nodes
+
+    def _slow_m1(self) -> list[list[float]]:
+        """The view's slowdown profile minus 1, as nested lists (made once per decision point)."""
+        if self._slow_l is None:
+            self._slow_l = (self.view.slowdown - 1.0).tolist()
+        return self._slow_l
 
     # -- actions -----------------------------------------------------------------------------
     def decode(self, action: int) -> tuple[int, int] | None:
@@ -374,7 +417,9 @@ class DecisionBuilder:
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
         free = ws.ctx.free
-        self._n_free -= sum(1 for g in gpus if free[g])
+        taken = [(g, bool(free[g])) for g in gpus]
+        self._n_free -= sum(1 for _, f in taken if f)
+        self._taken.extend(taken)
         ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
