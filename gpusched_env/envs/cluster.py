@@ -218,6 +218,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
         )
         self._jobs.clear()
+        self._jobs.fill(jobs, self.topo)
         self._jct = _JctIntegral(jobs)
         self._tracked = {j.job_id for j in jobs if j.tracked}
         self._t = 0.0

@@ -49,9 +49,10 @@ def obs_size(n_nodes: int, k: int) -> int:
 
 
 class JobCache:
-    """Static numbers kept across decision points of one run: per job (dense arrays by job id,
-    filled as jobs are first seen: work estimate in hours, GPUs, class, arrival) and whether any
-    job seen so far constrains its GPUs (type or memory), which turns the exact fit check on."""
+    """Static numbers kept across decision points of one run: per job (dense arrays by job id:
+    work estimate in hours, GPUs, class, arrival, the static slot features), filled for the whole
+    run at reset by the env (:meth:`fill`) or as jobs are first seen (:meth:`see`), and whether any
+    known job constrains its GPUs (type or memory), which turns the exact fit check on."""
 
     def __init__(self) -> None:
         self._layout: _Layout | None = None
@@ -94,34 +95,45 @@ class JobCache:
         slot[: self.slot.shape[0]] = self.slot
         self.slot = slot
 
-    def _fill(self, ids: np.ndarray, view: ClusterView) -> None:
+    def fill(self, jobs: Sequence[Job], topo: Topology) -> None:
+        """Record the static numbers of ``jobs`` (one array operation per field; a run's whole
+        job list at reset, or the jobs a view shows that are not known yet)."""
+        if not jobs:
+            return
+        ids = np.fromiter((j.job_id for j in jobs), dtype=np.int64, count=len(jobs))
         top = int(ids.max()) + 1
         if top > self.work.size:
             self._grow(top)
-        min_mem = float(view.topology.gpu_mem_gb.min())
-        log_n = math.log2(1.0 + view.topology.n_gpus)
-        for i in ids.tolist():
-            job = view.job(i)
-            work = job.work_iters * base_iter_s(job.model) / 3600.0
-            self.work[i] = work
-            row = self.slot[i]
-            row[0] = 1.0
-            row[1] = math.log2(1.0 + job.num_gpus) / log_n
-            row[2 + job.class_index] = 1.0
-            row[7] = math.log1p(work)
-            row[10] = job.num_gpus  # scaled by 1 / free GPUs when observed
-            self.gpus[i] = job.num_gpus
-            self.cls[i] = job.class_index
-            self.arrival_h[i] = job.arrival_s / 3600.0
-            self.mem[i] = job.mem_gb
-            self.constrained |= job.gpu_type is not None or job.mem_gb > min_mem
+        per_model: dict[str, float] = {}
+        for j in jobs:
+            if j.model not in per_model:
+                per_model[j.model] = base_iter_s(j.model)
+        gpus = np.fromiter((j.num_gpus for j in jobs), dtype=np.int64, count=len(jobs))
+        cls = np.fromiter((j.class_index for j in jobs), dtype=np.int64, count=len(jobs))
+        work = np.fromiter((j.work_iters * per_model[j.model] for j in jobs), dtype=np.float64, count=len(jobs))
+        work /= 3600.0
+        mem = np.fromiter((j.mem_gb for j in jobs), dtype=np.float64, count=len(jobs))
+        self.work[ids] = work
+        self.gpus[ids] = gpus
+        self.cls[ids] = cls
+        self.arrival_h[ids] = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs)) / 3600.0
+        self.mem[ids] = mem
+        block = np.zeros((len(jobs), SLOT_FEATURES))
+        block[:, 0] = 1.0
+        block[:, 1] = np.log2(1.0 + gpus) / math.log2(1.0 + topo.n_gpus)
+        block[np.arange(len(jobs)), 2 + cls] = 1.0
+        block[:, 7] = np.log1p(work)
+        block[:, 10] = gpus  # scaled by 1 / free GPUs when observed
+        self.slot[ids] = block
+        min_mem = float(topo.gpu_mem_gb.min())
+        self.constrained |= bool((mem > min_mem).any()) or any(j.gpu_type is not None for j in jobs)
+        self._seen.update(ids.tolist())
 
     def see(self, ids: Sequence[int], view: ClusterView) -> None:
-        """Make sure the jobs ``ids`` (all in the view's system) are filled in."""
+        """Make sure the jobs ``ids`` (all in the view's system) are known."""
         if not self._seen.issuperset(ids):
-            new = np.array([i for i in ids if i not in self._seen], dtype=np.int64)
-            self._fill(new, view)
-            self._seen.update(new.tolist())
+            seen = self._seen
+            self.fill([view.job(i) for i in ids if i not in seen], view.topology)
 
     def work_of(self, ids: np.ndarray, view: ClusterView) -> np.ndarray:
         """Work estimate (hours) of the jobs ``ids`` (all in the view's system)."""
@@ -183,7 +195,7 @@ class DecisionBuilder:
         ids = np.array(view.pending_ids, dtype=np.int64)
         self._ids = ids
         self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
-        self._alive = np.ones(ids.size, dtype=bool)  # not started in this batch
+        self._alive: np.ndarray | None = None  # not started in this batch (made at the first start)
         self._arange = cache.layout_arange(k)
         self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
@@ -218,7 +230,7 @@ class DecisionBuilder:
     def _refresh(self) -> None:
         """Recompute the window: the first ``fifo_slots`` jobs not started in this batch, then
         the ones with the least work among those after them."""
-        alive, ids = self._alive, self._ids
+        ids = self._ids
         n, f, k = ids.size, self.fifo_slots, self.k
         if not self.decisions:  # fresh point: positions 0..f-1, then the least work after them
             if n <= f or f == k:
@@ -228,6 +240,8 @@ class DecisionBuilder:
                 rest += f
                 win = np.concatenate([self._arange[:f], rest]) if f else rest
         else:
+            alive = self._alive
+            assert alive is not None
             fifo = np.flatnonzero(alive)[:f]
             win = fifo
             need = k - fifo.size
@@ -241,6 +255,7 @@ class DecisionBuilder:
         self._win = win
         self._win_ids = self._ids[win]
         self._fit: tuple[np.ndarray, np.ndarray] | None = None
+        self._valid: bool | None = None
         self._mask: np.ndarray | None = None
         self._obs: np.ndarray | None = None
 
@@ -295,10 +310,14 @@ class DecisionBuilder:
         return self._fit
 
     def any_valid(self) -> bool:
-        ex, sh = self._fits()
-        if not self._need_sh:
-            return bool(ex.any())
-        return bool((self.options.any_exclusive and ex.any()) or sh.any())
+        """Whether some start is valid now (the mask without "done" has a True)."""
+        if self._valid is None:
+            ex, sh = self._fits()
+            if not self._need_sh:
+                self._valid = bool(ex.any())
+            else:
+                self._valid = bool((self.options.any_exclusive and ex.any()) or sh.any())
+        return self._valid
 
     # -- observation -------------------------------------------------------------------------
     def observe(self) -> np.ndarray:
@@ -423,6 +442,8 @@ class DecisionBuilder:
         ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
+        if self._alive is None:
+            self._alive = np.ones(self._ids.size, dtype=bool)
         self._alive[pos] = False
         self._demand -= len(gpus)
         self._n_sh = self._count_shareable()

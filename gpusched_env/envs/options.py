@@ -51,13 +51,13 @@ class WorkingState:
     def __init__(self, ctx: PlacementContext) -> None:
         view = ctx.view
         self.ctx = ctx
-        self.n_res = np.array(view.n_resident, dtype=np.int64)
+        self.n_res = view.n_resident.copy()
         self.mem_cap = view.topology.gpu_mem_gb
-        self.mem_used = np.array(view.mem_used_gb)
-        self.up = np.asarray(view.up)
+        self.mem_used = view.mem_used_gb.copy()
+        self.up = view.up
         self.max_jobs = view.max_jobs_per_gpu
-        self.util = np.asarray(view.gpu_util)
-        self.slowdown = np.asarray(view.slowdown)
+        self.util = view.gpu_util
+        self.slowdown = view.slowdown
 
     def take(self, job: Job, gpus: GpuSet) -> None:
         self.ctx.take(gpus)
