@@ -331,8 +331,11 @@ class Simulator:
         exclusive per-GPU slowness, as Python lists for cheap scalar access."""
         if g is None:
             self._slow: list[list[float]] = (self.factors * self.straggle[:, None] / self._speed[:, None]).tolist()
+            self._factors_l: list[list[float]] = self.factors.tolist()
+            self._speed_l: list[float] = self._speed.tolist()
         else:
-            self._slow[g] = (self.factors[g] * self.straggle[g] / self._speed[g]).tolist()
+            st, sp = float(self.straggle[g]), self._speed_l[g]
+            self._slow[g] = [f * st / sp for f in self._factors_l[g]]
 
     def _iter_time(self, job: Job, run: _Run, alloc: Allocation) -> float:
         """Seconds per iteration of ``job`` on its allocation (see the module docstring)."""
