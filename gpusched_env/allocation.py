@@ -68,6 +68,21 @@ class ClusterState:
         self.pending_gpus = 0  # GPUs requested by the queue in all
         self.pending_sizes: dict[int, int] = {}  # GPU count -> queued jobs requesting it
         self.running: dict[int, Allocation] = {}
+        self._ro: dict[str, np.ndarray] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state["_ro"] = {}  # copies and pickles make their own views of their own arrays
+        return state
+
+    def readonly(self, name: str) -> np.ndarray:
+        """A read-only view of the per-GPU array ``name`` (made once; it sees every later change:
+        these arrays are only ever updated in place)."""
+        v = self._ro.get(name)
+        if v is None:
+            v = self._ro[name] = getattr(self, name).view()
+            v.flags.writeable = False
+        return v
 
     # -- queue -------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:

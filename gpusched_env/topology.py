@@ -93,11 +93,11 @@ class Topology:
             links=dict(links or DEFAULT_LINKS),
         )
 
-    @property
+    @cached_property
     def n_gpus(self) -> int:
         return int(self.gpu_node.shape[0])
 
-    @property
+    @cached_property
     def n_nodes(self) -> int:
         return int(self.node_rack.shape[0])
 

@@ -72,20 +72,20 @@ class ClusterView:
     @property
     def free(self) -> np.ndarray:
         """(n_gpus,) bool: up and holding no job."""
-        return readonly(self._state.free_mask)
+        return self._state.readonly("free_mask")
 
     @property
     def up(self) -> np.ndarray:
-        return readonly(self._state.up)
+        return self._state.readonly("up")
 
     @property
     def n_resident(self) -> np.ndarray:
-        return readonly(self._state.n_resident)
+        return self._state.readonly("n_resident")
 
     @property
     def mem_used_gb(self) -> np.ndarray:
         """(n_gpus,) memory held by resident jobs."""
-        return readonly(self._state.mem_used)
+        return self._state.readonly("mem_used")
 
     @property
     def mem_free_gb(self) -> np.ndarray:
@@ -94,7 +94,7 @@ class ClusterView:
     @property
     def share_used(self) -> np.ndarray:
         """(n_gpus,) sum of the requested GPU fractions of resident jobs."""
-        return readonly(self._state.share_used)
+        return self._state.readonly("share_used")
 
     @property
     def gpu_util(self) -> np.ndarray:

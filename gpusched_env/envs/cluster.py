@@ -64,8 +64,10 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     point the agent starts queued jobs one action at a time until it picks "done" or no placement
     is valid any more; the starts taken at one decision point form one batch applied with
     ``Simulator.apply``; the simulation then advances to the next decision point at which at least
-    one start is possible (points where nothing can start are passed over, their time still counts
-    in the reward). The agent never preempts or migrates (started jobs keep their GPUs);
+    one start is possible (points where nothing can start are passed over inside the simulator,
+    their time still counts in the reward). A round tick is a decision point only when the agent
+    left a valid start untaken at the point before it (it waits for the next round); ticks at which
+    nothing could start are never scheduled. The agent never preempts or migrates (started jobs keep their GPUs);
     round-based heuristics that do (PAL, LAS, ...) run through :meth:`step_decisions` (below).
 
     ## Action Space
