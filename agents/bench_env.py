@@ -39,9 +39,9 @@ def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) 
     rng = np.random.default_rng(seed)
     n_wl = len(u.workloads)
 
-    def episode(ep: int) -> tuple[int, float]:
+    def episode(ep: int) -> tuple[int, float, float]:
         _, info = env.reset(seed=seed + ep, options={"workload": ep % n_wl, "run_seed": seed})
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         steps, over = 0, False
         while not over:
             mask = info["action_mask"]
@@ -53,19 +53,20 @@ def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) 
             _, _, term, trunc, info = env.step(a)
             steps += 1
             over = term or trunc
-        return steps, time.perf_counter() - t0
+        return steps, time.perf_counter() - t0, time.process_time() - c0
 
     episode(0)  # warm-up
     steps = points = 0
-    wall = 0.0
+    wall = cpu = 0.0
     for ep in range(episodes):
-        n, dt = episode(ep)
+        n, dt, dc = episode(ep)
         steps += n
         wall += dt
+        cpu += dc
         points += u.decision_points
     return {"scenario": scenario, "episodes": episodes, "steps": steps, "decision_points": points,
             "wall_s": round(wall, 3), "steps_per_s": round(steps / wall, 1),
-            "decision_points_per_s": round(points / wall, 1)}
+            "steps_per_cpu_s": round(steps / cpu, 1), "decision_points_per_s": round(points / wall, 1)}
 
 
 def main() -> None:
