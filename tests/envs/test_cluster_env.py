@@ -11,6 +11,7 @@ import pytest
 import gpusched_env  # noqa: F401  (registers the envs)
 from agents.bc import make_teacher
 from gpusched_env.bench import simulate
+from gpusched_env.data import DataMissing
 from gpusched_env.envs import ClusterEnv, run_policy_in_env
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario
@@ -191,13 +192,16 @@ def test_heuristic_through_env_equals_bench_run_task():
 
 
 def test_workload_choice_and_run_seed_pool():
+    with pytest.raises(ValueError):
+        gym.make("gpusched/Cluster-v0", scenario="pal_philly", workloads=[8])
     env = gym.make("gpusched/Cluster-v0", scenario="pal_philly", workloads=[1, 2], run_seeds=[7])
     u = env.unwrapped
     seen = set()
     for s in range(6):
-        env.reset(seed=s)
+        try:
+            env.reset(seed=s)
+        except DataMissing:
+            pytest.skip("PAL workload files absent")
         seen.add(u.workload_index)
         assert u.run_seed == 7
-    assert seen <= {1, 2}
-    with pytest.raises(ValueError):
-        gym.make("gpusched/Cluster-v0", scenario="pal_philly", workloads=[8])
+    assert seen == {1, 2}
