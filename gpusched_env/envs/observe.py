@@ -69,7 +69,7 @@ class JobCache:
         self.constrained = False
         self._seen: set[int] = set()
 
-    def layout_arange(self, k: int) -> np.ndarray:
+    def arange(self, k: int) -> np.ndarray:
         """``np.arange(k)`` (shared, read-only)."""
         a = self._arange
         if a.size != k:
@@ -135,16 +135,6 @@ class JobCache:
             seen = self._seen
             self.fill([view.job(i) for i in ids if i not in seen], view.topology)
 
-    def work_of(self, ids: np.ndarray, view: ClusterView) -> np.ndarray:
-        """Work estimate (hours) of the jobs ``ids`` (all in the view's system)."""
-        if ids.size == 0:
-            return np.zeros(0)
-        self.see(ids.tolist(), view)
-        return self.work[ids]
-
-    def work_h(self, job: Job) -> float:
-        return float(self.work[job.job_id])
-
 
 class _Layout:
     """Per-topology constants of the observation and scratch buffers (one per :class:`JobCache`).
@@ -196,7 +186,7 @@ class DecisionBuilder:
         self._ids = ids
         self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
         self._alive: np.ndarray | None = None  # not started in this batch (made at the first start)
-        self._arange = cache.layout_arange(k)
+        self._arange = cache.arange(k)
         self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
         self.done_action = k * self.n_opts
