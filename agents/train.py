@@ -187,6 +187,8 @@ def _eval_callback(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], maske
         ev["workloads"] = [int(w) for w in cfg.eval.workloads]
     if cfg.eval.run_seeds is not None:
         ev["run_seeds"] = [int(s) for s in cfg.eval.run_seeds]
+    if cfg.eval.get("max_steps") is not None:
+        ev["max_steps"] = int(cfg.eval.max_steps)
     eval_env: Any = DummyVecEnv([make_env_fn(scn, ev, int(cfg.seed) + 99, 0)])
     if cfg.normalize_reward:  # same wrapper type as training; returns stay raw (job-hours)
         eval_env = VecNormalize(eval_env, norm_obs=False, norm_reward=False, training=False)

@@ -129,3 +129,23 @@ def test_train_resume_and_bc_subprocess(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     assert "model_256_steps.zip" in (out / "train_summary.json").read_text()
     assert read_meta(out / "model.zip")["num_timesteps"] >= 384
+
+
+def test_eval_episodes_are_capped_for_unmasked_agents(tmp_path):
+    """An unmasked policy that keeps choosing invalid actions must not hang the evaluation."""
+    from hydra import compose, initialize_config_dir
+
+    from agents.train import _eval_callback, env_kwargs, scenario_of
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("train", overrides=[f"scenario={SCN}", "agent=ppo", "eval.max_steps=40"])
+    cb = _eval_callback(cfg, scenario_of(cfg), env_kwargs(cfg), False, tmp_path, 1)
+    env = cb.eval_env.envs[0]
+    env.reset(seed=0)
+    done_action = env.unwrapped.n_actions - 1
+    steps, truncated = 0, False
+    while not truncated:  # "done" on an idle cluster is invalid: a penalised no-op, forever
+        _, _, term, truncated, _ = env.step(done_action)
+        steps += 1
+        assert not term and steps <= 40
+    assert steps == 40
