@@ -40,6 +40,8 @@ class RunResult:
     idle_floor_j: float = 0.0
     timeline: Timeline | None = None
     extra: dict[str, float] = field(default_factory=dict)
+    span_s: float | None = None  # first arrival to the end of the run; None = makespan_s (a run that
+    # stopped with tracked jobs unfinished, e.g. a stall, lasts longer than its last completion)
 
     @property
     def tracked(self) -> list[JobRecord]:
@@ -51,11 +53,13 @@ def compute_metrics(result: RunResult) -> dict[str, float]:
 
     avg/p50/p95/p99_jct_s: job completion time (finish - arrival). avg_queue_s: first start -
     arrival. makespan_s: time from the first arrival to the last completion. utilization: busy
-    GPU-seconds / (n_gpus x makespan), a GPU being busy while it holds at least one job.
+    GPU-seconds / (n_gpus x span), a GPU being busy while it holds at least one job; the span is
+    the makespan, or the whole run when it stopped with tracked jobs unfinished.
     energy_kwh: cluster energy (GPUs + node baseline) over the run. jobs_finished, preemptions,
     restarts, migrations: counts. deadline_miss_rate: share of jobs with a deadline that missed it.
     """
     done = [r for r in result.tracked if r.finish_s is not None]
+    span = result.makespan_s if result.span_s is None else max(result.span_s, result.makespan_s)
     jct = np.array([r.jct_s for r in done], dtype=float)
     queue = np.array([r.queue_s for r in done if r.first_start_s is not None], dtype=float)
     m: dict[str, float] = {
@@ -65,9 +69,7 @@ def compute_metrics(result: RunResult) -> dict[str, float]:
         "p99_jct_s": float(np.percentile(jct, 99)) if jct.size else float("nan"),
         "avg_queue_s": float(queue.mean()) if queue.size else float("nan"),
         "makespan_s": float(result.makespan_s),
-        "utilization": float(result.busy_gpu_s / (result.n_gpus * result.makespan_s))
-        if result.makespan_s > 0
-        else 0.0,
+        "utilization": float(result.busy_gpu_s / (result.n_gpus * span)) if span > 0 else 0.0,
         "energy_kwh": float(result.energy_j / J_PER_KWH),
         "job_energy_kwh": float(sum(r.energy_j for r in done) / J_PER_KWH),
         "jobs_finished": float(len(done)),

@@ -654,4 +654,5 @@ class Simulator:
             busy_gpu_s=self.busy_gpu_s,
             idle_floor_j=self._min_power * self.env.now,
             timeline=self.timeline,
+            span_s=max(0.0, float(self.env.now) - self._first_arrival),
         )

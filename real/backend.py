@@ -414,7 +414,7 @@ class RealBackend:
         return RunResult(
             records=recs, n_gpus=self.topology.n_gpus, makespan_s=makespan, energy_j=float(self.energy_j.sum()),
             busy_gpu_s=self.busy_gpu_s, idle_floor_j=self.devices.idle_w * self.topology.n_gpus * end,
-            timeline=self.timeline, extra=extra,
+            timeline=self.timeline, extra=extra, span_s=max(0.0, float(end) - first),
         )
 
 

@@ -107,3 +107,25 @@ def test_baseline_jcts_by_hand(policy, finish):
 
     _, res = run(get_policy(policy))
     assert {r.job.job_id: r.finish_s for r in res.records} == pytest.approx(finish)
+
+
+def test_utilisation_of_a_run_that_stopped_with_jobs_unfinished():
+    """Utilisation is taken over the whole run, so it stays <= 1 when the run outlives its last
+    tracked completion: J1 (tracked, 2 GPUs) is never started, the untracked J2 keeps a GPU busy
+    until 20 + 5000T, long after J0 (tracked) ends at 1000T."""
+
+    class NeverJobOne(StrictFifo):
+        def decide(self, view):
+            return [d for d in StrictFifo(backfill=True).decide(view) if d.job_id != 1]
+
+    jobs = [
+        Job(0, 0.0, 1, 1000, "resnet50", "A", 10.0),
+        Job(1, 10.0, 2, 500, "resnet50", "A", 10.0),
+        Job(2, 20.0, 1, 5000, "resnet50", "A", 10.0, tracked=False),
+    ]
+    _, res = run(NeverJobOne(), jobs=jobs)
+    m = compute_metrics(res)
+    assert m["jobs_finished"] == 1
+    assert m["makespan_s"] == pytest.approx(1000 * T)  # J0, the only tracked completion
+    assert res.span_s == pytest.approx(20 + 5000 * T)  # the run ends when J2 does
+    assert m["utilization"] == pytest.approx((1000 * T + 5000 * T) / (2 * (20 + 5000 * T)))
