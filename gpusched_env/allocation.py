@@ -42,6 +42,13 @@ class Applied:
         return not (self.started or self.preempted or self.migrated)
 
 
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view sharing memory with ``a`` (it sees later changes to ``a``)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
+
+
 def _pending_key(job: Job) -> tuple[float, int]:
     return (job.arrival_s, job.job_id)
 
@@ -80,8 +87,7 @@ class ClusterState:
         these arrays are only ever updated in place)."""
         v = self._ro.get(name)
         if v is None:
-            v = self._ro[name] = getattr(self, name).view()
-            v.flags.writeable = False
+            v = self._ro[name] = readonly(getattr(self, name))
         return v
 
     # -- queue -------------------------------------------------------------------------------

@@ -154,7 +154,6 @@ class Simulator:
         self.straggle = np.ones(n)
         self._update_slowness()
         self.node_busy = [0] * topology.n_nodes  # GPUs holding jobs per node
-        self._gpu_node: list[int] = topology.gpu_node.tolist()
         self._node_idle_gpu_w = np.bincount(topology.gpu_node, weights=self._idle_w, minlength=topology.n_nodes)
         self.cluster_power = float(self.gpu_power.sum()) + sum(
             self._node_power(node, 0) for node in range(topology.n_nodes)
@@ -174,6 +173,7 @@ class Simulator:
         self._busy_set: set[int] = set()
         self._last_gpus: dict[int, tuple[int, ...]] = {}
         self._round_s: float | None = None
+        self._next_wake = -math.inf  # the round boundary wake_next_round last scheduled
         self._idle_points = 0
         self.deadlocked = False
         self._first_arrival = self.jobs[0].arrival_s if self.jobs else 0.0
@@ -257,14 +257,22 @@ class Simulator:
                 if wake is None or wake():
                     return True
 
-    @property
-    def first_arrival_s(self) -> float:
-        return self._first_arrival
-
     def wake_at(self, t: float) -> None:
         """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
         if t > self.env.now:
             self.env.timeout(t - self.env.now).callbacks.append(self._wake)
+
+    def wake_next_round(self) -> None:
+        """Make the first round boundary after now a decision point (once, however often asked);
+        for a run started with ``ticks=False``. No-op without a round length."""
+        r = self._round_s
+        if not r:
+            return
+        now, first = float(self.env.now), self._first_arrival
+        tick = first + (math.floor((now - first) / r) + 1) * r
+        if tick != self._next_wake:
+            self.wake_at(tick)
+            self._next_wake = tick
 
     def _wake(self, _e: object) -> None:
         self._trigger = True
@@ -455,7 +463,7 @@ class Simulator:
                 self._settle(jid, now)
         idle_w, busy_w, power_l = self._idle_l, self._busy_l, self._power_l
         busy_set, sleepy = self._busy_set, self.model.power.low_power_idle
-        gpu_node, node_busy = self._gpu_node, self.node_busy
+        gpu_node, node_busy = self.topology.node_of_gpu, self.node_busy
         delta = 0.0
         for g in gpus:
             here = state.resident[g]
@@ -464,11 +472,9 @@ class Simulator:
             else:
                 if len(here) == 1 and state.running[here[0]].sm_share >= 1.0:
                     u = self.runs[here[0]].util  # alone on the GPU: the model's own utilisation
-                    iw = idle_w[g]
-                    p = iw + (busy_w[g] - iw) * u  # gpu_power_w, u already in [0, 1]
                 else:
                     u = gpu_utilisation(self._residents(g))
-                    p = gpu_power_w(idle_w[g], busy_w[g], u)
+                p = gpu_power_w(idle_w[g], busy_w[g], u)
             delta += p - power_l[g]
             power_l[g] = p
             self.gpu_power[g] = p

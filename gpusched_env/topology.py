@@ -126,12 +126,19 @@ class Topology:
         return self.gpu_types[int(self.gpu_type_idx[gpu])]
 
     @cached_property
-    def _node_rack_of_gpu(self) -> tuple[list[int], list[int]]:
-        return self.gpu_node.tolist(), self.gpu_rack.tolist()
+    def node_of_gpu(self) -> list[int]:
+        """``gpu_node`` as a Python list (cheap scalar access in per-GPU loops)."""
+        return self.gpu_node.tolist()
+
+    @cached_property
+    def rack_of_gpu(self) -> list[int]:
+        """``gpu_rack`` as a Python list."""
+        return self.gpu_rack.tolist()
 
     def locality(self, gpus: tuple[int, ...] | list[int]) -> str:
         """The widest level a GPU set spans: "node", "rack" or "cross_rack"."""
-        node_of, rack_of = self._node_rack_of_gpu
+        node_of = self.node_of_gpu
         if len({node_of[g] for g in gpus}) <= 1:
             return "node"
+        rack_of = self.rack_of_gpu
         return "rack" if len({rack_of[g] for g in gpus}) == 1 else "cross_rack"

@@ -8,7 +8,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from gpusched_env.allocation import Allocation, ClusterState
+from gpusched_env.allocation import Allocation, ClusterState, readonly
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job
 
@@ -22,13 +22,6 @@ class JobProgress:
     attained_gpu_s: float  # GPU-seconds of service so far (LAS, Tiresias)
     iters_per_s: float  # current measured speed; 0 when not running
     restarts: int
-
-
-def readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view sharing memory with ``a`` (it sees later changes to ``a``)."""
-    v = a.view()
-    v.flags.writeable = False
-    return v
 
 
 class ClusterView:

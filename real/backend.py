@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from gpusched_env.allocation import ClusterState
+from gpusched_env.allocation import ClusterState, readonly
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult, Timeline
 from gpusched_env.topology import Topology
@@ -193,8 +193,8 @@ class RealBackend:
             time.sleep(self.cfg.poll_s)
 
     def view(self) -> ClusterView:
-        return ClusterView(self.state, self._now_view, _ro(self.slowdown), self._progress, _ro(self.power_w),
-                           _ro(self.util))
+        return ClusterView(self.state, self._now_view, readonly(self.slowdown), self._progress, readonly(self.power_w),
+                           readonly(self.util))
 
     def apply(self, decisions: list[Decision]) -> None:
         now = self.now()
@@ -416,9 +416,3 @@ class RealBackend:
             busy_gpu_s=self.busy_gpu_s, idle_floor_j=self.devices.idle_w * self.topology.n_gpus * end,
             timeline=self.timeline, extra=extra, span_s=max(0.0, float(end) - first),
         )
-
-
-def _ro(a: np.ndarray) -> np.ndarray:
-    v = a.view()
-    v.flags.writeable = False
-    return v

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from typing import Any
 
@@ -234,8 +233,6 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._carry = 0.0
         # The agent's round ticks are lazy: one is scheduled only when a start stayed possible
         # (see _finish_point); a tick at which nothing can start would be passed over anyway.
-        self._round_s = float(round_s) if round_s else None
-        self._next_tick = -math.inf
         self.sim.start(round_s, events, ticks=self._passthrough)
         self._over = False
         self._carry = self._advance()  # reward of skipped points before the first one: paid on step 1
@@ -329,14 +326,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         assert sim is not None
         if b.decisions:
             sim.apply(list(b.decisions))
-        r = self._round_s
-        if r and b.any_valid():
-            first = sim.first_arrival_s
-            now = float(sim.env.now)
-            tick = first + (math.floor((now - first) / r) + 1) * r
-            if tick != self._next_tick:
-                sim.wake_at(tick)
-                self._next_tick = tick
+        if b.any_valid():
+            sim.wake_next_round()
         return self._advance()
 
     def _may_start(self, sim: Simulator) -> bool:

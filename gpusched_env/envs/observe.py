@@ -151,7 +151,6 @@ class _Layout:
         self.inv_size = inv
         self.scale3 = np.column_stack([inv, inv / 300.0, inv / max_jobs])  # up, power, job slots
         self.p3 = np.zeros((topo.n_gpus, 3))
-        self.node_of: list[int] = topo.gpu_node.tolist()
         self.inv_size_l: list[float] = inv.tolist()
         self.size = topo.n_nodes * NODE_FEATURES
 
@@ -382,7 +381,7 @@ class DecisionBuilder:
         elif self._taken:
             nodes = self._nodes
             n_free_node, slow_sum = self._node_sums
-            node_of, inv = lay.node_of, lay.inv_size_l
+            node_of, inv = lay.topo.node_of_gpu, lay.inv_size_l
             slow = self._slow_m1()
             touched = set()
             for g, was_free in self._taken:
