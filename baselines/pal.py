@@ -201,14 +201,16 @@ class _FactorSource:
         if isinstance(lf, Mapping) and set(lf) != set(PERF_CLASSES):
             raise ValueError(f"pal.lf mapping must give classes {PERF_CLASSES}, got {sorted(lf)}")
         self.k1, self.sigma, self.lf = k1, sigma, lf
-        self._last: tuple[np.ndarray, ClusterFactors] | None = None
+        self._last: tuple[tuple[object, ...], bytes, ClusterFactors] | None = None
 
     def factors(self, view: ClusterView) -> ClusterFactors:
         s = view.slowdown
-        if self._last is not None and (self._last[0] is s or np.array_equal(self._last[0], s)):
-            return self._last[1]
+        key = s.tobytes()  # a byte compare: cheaper than array_equal on a small matrix
+        last = self._last
+        if last is not None and last[1] == key and last[0] == (s.dtype, s.shape):
+            return last[2]
         f = cluster_factors(s, self.k1, self.sigma, self.lf)
-        self._last = (np.array(s), f)
+        self._last = ((s.dtype, s.shape), key, f)
         return f
 
     def levels(self, view: ClusterView) -> np.ndarray:

@@ -49,7 +49,7 @@ class PlacementContext:
         self.gpu_node = topo.gpu_node
         self.node_first = topo.node_first_gpu
         self.gpu_mem = topo.gpu_mem_gb
-        self._min_mem = float(self.gpu_mem.min())
+        self._min_mem = topo.min_gpu_mem_gb
         self._type_masks: dict[str, np.ndarray] = {}
 
     def type_mask(self, gpu_type: str) -> np.ndarray:

@@ -67,11 +67,14 @@ class ClusterState:
         self.mem_used = np.zeros(n, dtype=np.float64)
         self.share_used = np.zeros(n, dtype=np.float64)  # sum of gpu_fraction of resident jobs
         self.up = np.ones(n, dtype=bool)
-        self._min_gpu_mem = float(topology.gpu_mem_gb.min())
+        self.all_up = True  # every GPU up (kept by set_up)
+        self._min_gpu_mem = topology.min_gpu_mem_gb
         self.free_mask = np.ones(n, dtype=bool)  # up and holding no job (kept up to date)
+        self.n_free = n  # count of free_mask
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # sorted by (arrival, id)
         self.pending_ids: list[int] = []  # ids of ``pending``, same order
+        self._pending_keys: list[tuple[float, int]] = []  # (arrival, id) of ``pending``: bisect without a key function
         self.pending_gpus = 0  # GPUs requested by the queue in all
         self.pending_sizes: dict[int, int] = {}  # GPU count -> queued jobs requesting it
         self.running: dict[int, Allocation] = {}
@@ -98,7 +101,9 @@ class ClusterState:
         self._enqueue(job)
 
     def _enqueue(self, job: Job) -> None:
-        i = bisect.bisect_right(self.pending, _pending_key(job), key=_pending_key)
+        key = _pending_key(job)
+        i = bisect.bisect_right(self._pending_keys, key)
+        self._pending_keys.insert(i, key)
         self.pending.insert(i, job)
         self.pending_ids.insert(i, job.job_id)
         self.pending_gpus += job.num_gpus
@@ -110,6 +115,7 @@ class ClusterState:
             raise InvalidDecision("job-not-pending", f"job {job.job_id} is not in the queue")
         del self.pending[i]
         del self.pending_ids[i]
+        del self._pending_keys[i]
         self.pending_gpus -= job.num_gpus
         left = self.pending_sizes[job.num_gpus] - 1
         if left:
@@ -119,8 +125,8 @@ class ClusterState:
 
     def _pending_index(self, job: Job) -> int | None:
         """Position of ``job`` in the queue (binary search on (arrival, id)), or None."""
-        i = bisect.bisect_left(self.pending, _pending_key(job), key=_pending_key)
-        return i if i < len(self.pending) and self.pending[i].job_id == job.job_id else None
+        i = bisect.bisect_left(self._pending_keys, _pending_key(job))
+        return i if i < len(self.pending) and self.pending_ids[i] == job.job_id else None
 
     def is_pending(self, job_id: int) -> bool:
         job = self.jobs.get(job_id)
@@ -134,15 +140,22 @@ class ClusterState:
         dmem, dshare = sign * job.mem_gb, sign * job.gpu_fraction
         free, up, jid = self.free_mask, self.up, job.job_id
         for g in gpus:  # scalar updates: cheaper than fancy indexing for a few GPUs
+            here = self.resident[g]
             if sign > 0:
-                self.resident[g].append(jid)
+                if not here and up[g]:
+                    self.n_free -= 1
+                here.append(jid)
+                free[g] = False
             else:
-                self.resident[g].remove(jid)
-            c = n[g] + sign
-            n[g] = c
+                here.remove(jid)
+                if not here and up[g]:
+                    free[g] = True
+                    self.n_free += 1
+                else:
+                    free[g] = False
+            n[g] = len(here)
             mem[g] += dmem
             share[g] += dshare
-            free[g] = c == 0 and up[g]
 
     def release(self, job_id: int) -> Allocation:
         """Remove a running job from its GPUs (finish, failure); it does not return to the queue."""
@@ -162,7 +175,9 @@ class ClusterState:
     def set_up(self, gpus: list[int], up: bool) -> None:
         """Mark GPUs up or down (node failure and repair)."""
         self.up[gpus] = up
+        self.all_up = bool(self.up.all())
         self.free_mask[gpus] = (self.n_resident[gpus] == 0) & up
+        self.n_free = int(np.count_nonzero(self.free_mask))
 
     # -- decisions ---------------------------------------------------------------------------
     def _check_gpus(self, job: Job, gpus: tuple[int, ...], share: float) -> None:
@@ -176,7 +191,7 @@ class ClusterState:
         for g in gpus:
             if not 0 <= g < topo.n_gpus:
                 raise InvalidDecision("gpu-exists", f"GPU {g} does not exist (cluster has {topo.n_gpus})")
-        if not self.up.all():
+        if not self.all_up:
             for g in gpus:
                 if not self.up[g]:
                     raise InvalidDecision("gpu-down", f"GPU {g} is down (node failure)")

@@ -7,6 +7,8 @@ exactly once, energy never below the idle floor.
 
 from __future__ import annotations
 
+import numpy as np
+
 from gpusched_env.allocation import ClusterState
 
 
@@ -44,6 +46,9 @@ class InvariantChecker:
                 raise InvariantViolation(f"GPU {g} over-committed: {counted[g]} jobs")
             if mem[g] > topo.gpu_mem_gb[g] + 1e-6:
                 raise InvariantViolation(f"GPU {g} memory {mem[g]:.1f} GB > {topo.gpu_mem_gb[g]:.1f} GB")
+        free = (state.n_resident == 0) & state.up
+        if not np.array_equal(free, state.free_mask) or state.n_free != int(np.count_nonzero(free)):
+            raise InvariantViolation(f"free GPUs: bookkeeping says {state.n_free}, found {int(np.count_nonzero(free))}")
         for job in state.pending:
             if job.job_id in state.running:
                 raise InvariantViolation(f"job {job.job_id} is both queued and running")

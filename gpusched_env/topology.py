@@ -118,9 +118,14 @@ class Topology:
         sizes = self.node_sizes
         return int(sizes[0]) if bool(np.all(sizes == sizes[0])) else 0
 
-    @property
+    @cached_property
     def max_gpus_per_node(self) -> int:
         return int(np.diff(self.node_first_gpu).max())
+
+    @cached_property
+    def min_gpu_mem_gb(self) -> float:
+        """Memory of the smallest GPU (a job needing no more fits on any GPU)."""
+        return float(self.gpu_mem_gb.min())
 
     def gpu_type_of(self, gpu: int) -> str:
         return self.gpu_types[int(self.gpu_type_idx[gpu])]

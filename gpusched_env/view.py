@@ -68,6 +68,11 @@ class ClusterView:
         return self._state.readonly("free_mask")
 
     @property
+    def n_free(self) -> int:
+        """GPUs up and holding no job."""
+        return self._state.n_free
+
+    @property
     def up(self) -> np.ndarray:
         return self._state.readonly("up")
 

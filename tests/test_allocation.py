@@ -54,7 +54,7 @@ def test_max_jobs_per_gpu():
 
 def test_down_gpu_rejected():
     s = state()
-    s.up[1] = False
+    s.set_up([1], False)
     with pytest.raises(InvalidDecision, match="gpu-down"):
         s.apply([Start(0, (0, 1))], 0.0)
 
