@@ -219,7 +219,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
         )
         self._jobs.clear()
-        self._jobs.fill(jobs, self.topo)
+        self._jobs.fill(jobs, self.topo, whole_run=True)
         self._jct = _JctIntegral(jobs)
         self._tracked = {j.job_id for j in jobs if j.tracked}
         self._t = 0.0
@@ -336,7 +336,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         pend = state.pending
         if not pend:
             return False
-        room = int(np.count_nonzero(state.free_mask))
+        room = state.n_free
         if self._shares:
             room = max(room, int(np.count_nonzero(state.up & (state.n_resident < state.max_jobs_per_gpu))))
         if room == 0:

@@ -32,14 +32,12 @@ import numpy as np
 
 from baselines.ordering import base_iter_s
 from baselines.placement import PlacementContext
+from gpusched_env.envs.kernels import GLOBAL_FEATURES, NODE_FEATURES, SLOT_FEATURES, fill_observation
 from gpusched_env.envs.options import OptionSet, WorkingState
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView
 
-NODE_FEATURES = 8
-SLOT_FEATURES = 11
-GLOBAL_FEATURES = 8
 OBS_LOW, OBS_HIGH = -1.0, 10.0
 _DAY_S = 86400.0
 
@@ -56,7 +54,6 @@ class JobCache:
 
     def __init__(self) -> None:
         self._layout: _Layout | None = None
-        self._arange = np.arange(0)
         self.clear()
 
     def clear(self) -> None:
@@ -68,14 +65,7 @@ class JobCache:
         self.mem = np.zeros(0)
         self.constrained = False
         self._seen: set[int] = set()
-
-    def arange(self, k: int) -> np.ndarray:
-        """``np.arange(k)`` (shared, read-only)."""
-        a = self._arange
-        if a.size != k:
-            a = self._arange = np.arange(k)
-            a.flags.writeable = False
-        return a
+        self.whole_run = False  # every job the run will show is known (skip the check in see)
 
     def layout(self, topo: Topology, max_jobs: int) -> _Layout:
         """The observation constants of ``topo`` (kept across runs on the same topology)."""
@@ -95,9 +85,10 @@ class JobCache:
         slot[: self.slot.shape[0]] = self.slot
         self.slot = slot
 
-    def fill(self, jobs: Sequence[Job], topo: Topology) -> None:
+    def fill(self, jobs: Sequence[Job], topo: Topology, whole_run: bool = False) -> None:
         """Record the static numbers of ``jobs`` (one array operation per field; a run's whole
-        job list at reset, or the jobs a view shows that are not known yet)."""
+        job list at reset, ``whole_run=True``, or the jobs a view shows that are not known yet)."""
+        self.whole_run |= whole_run
         if not jobs:
             return
         ids = np.fromiter((j.job_id for j in jobs), dtype=np.int64, count=len(jobs))
@@ -125,33 +116,28 @@ class JobCache:
         block[:, 7] = np.log1p(work)
         block[:, 10] = gpus  # scaled by 1 / free GPUs when observed
         self.slot[ids] = block
-        min_mem = float(topo.gpu_mem_gb.min())
+        min_mem = topo.min_gpu_mem_gb
         self.constrained |= bool((mem > min_mem).any()) or any(j.gpu_type is not None for j in jobs)
         self._seen.update(ids.tolist())
 
     def see(self, ids: Sequence[int], view: ClusterView) -> None:
         """Make sure the jobs ``ids`` (all in the view's system) are known."""
-        if not self._seen.issuperset(ids):
+        if not self.whole_run and not self._seen.issuperset(ids):
             seen = self._seen
             self.fill([view.job(i) for i in ids if i not in seen], view.topology)
 
 
 class _Layout:
-    """Per-topology constants of the observation and scratch buffers (one per :class:`JobCache`).
-
-    Per-node sums are products with the (n_nodes x n_gpus) membership matrix ``agg``: one BLAS
-    call instead of a Python loop or a reshape per feature.
-    """
+    """Per-topology constants of the observation (one per :class:`JobCache`)."""
 
     def __init__(self, topo: Topology, max_jobs: int) -> None:
         self.topo, self.max_jobs = topo, max_jobs
         self.n_nodes, self.n_gpus = topo.n_nodes, topo.n_gpus
-        self.agg = (topo.gpu_node[None, :] == np.arange(topo.n_nodes)[:, None]).astype(np.float64)
+        self.gpu_node = np.ascontiguousarray(topo.gpu_node, dtype=np.int64)
         inv = 1.0 / topo.node_sizes.astype(np.float64)
         self.inv_size = inv
-        self.scale3 = np.column_stack([inv, inv / 300.0, inv / max_jobs])  # up, power, job slots
-        self.p3 = np.zeros((topo.n_gpus, 3))
-        self.inv_size_l: list[float] = inv.tolist()
+        self.scale_power = inv / 300.0  # power share of 300 W per GPU
+        self.scale_jobs = inv / max_jobs  # job slots used
         self.size = topo.n_nodes * NODE_FEATURES
 
 
@@ -160,7 +146,8 @@ class DecisionBuilder:
 
     Built at every candidate decision point, so it does little up front: the queue window, its fit
     checks, the mask and the observation are computed on demand and cached until the next action;
-    the working copy of the cluster (:class:`WorkingState`) is made at the first action.
+    the working copy of the cluster (:class:`WorkingState`) is made at the first action. The
+    observation is filled by one compiled call (:mod:`gpusched_env.envs.kernels`).
     """
 
     def __init__(
@@ -174,24 +161,19 @@ class DecisionBuilder:
         self.topo = view.topology
         self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
         self._ws: WorkingState | None = None
-        self._nodes: np.ndarray | None = None  # node features (see _node_block)
-        self._node_sums: tuple[list[float], list[list[float]]] = ([], [])
-        self._taken: list[tuple[int, bool]] = []  # (GPU, was free) of starts since _nodes
-        self._slow_l: list[list[float]] | None = None
         self.decisions: list[Start] = []
         self._pending: Sequence[Job] = view.pending
         cache.see(view.pending_ids, view)
         ids = np.array(view.pending_ids, dtype=np.int64)
         self._ids = ids
         self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
-        self._alive: np.ndarray | None = None  # not started in this batch (made at the first start)
-        self._arange = cache.arange(k)
+        self._gone: set[int] = set()  # pending positions started in this batch
         self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
         self.done_action = k * self.n_opts
         self._simple = not cache.constrained
         self._need_sh = not options.all_exclusive
-        self._n_free = int(np.count_nonzero(view.free))
+        self._n_free = view.n_free
         self._n_sh = self._count_shareable()
         self._refresh()
 
@@ -218,29 +200,26 @@ class DecisionBuilder:
     # -- window ------------------------------------------------------------------------------
     def _refresh(self) -> None:
         """Recompute the window: the first ``fifo_slots`` jobs not started in this batch, then
-        the ones with the least work among those after them."""
-        ids = self._ids
-        n, f, k = ids.size, self.fifo_slots, self.k
-        if not self.decisions:  # fresh point: positions 0..f-1, then the least work after them
-            if n <= f or f == k:
-                win = self._arange[: min(n, k)]
-            else:
-                rest = np.argsort(self.cache.work[ids[f:]], kind="stable")[: k - f]
-                rest += f
-                win = np.concatenate([self._arange[:f], rest]) if f else rest
-        else:
-            alive = self._alive
-            assert alive is not None
-            fifo = np.flatnonzero(alive)[:f]
-            win = fifo
-            need = k - fifo.size
-            if need > 0 and fifo.size == f and n > f:
-                if self._order is None:
-                    self._order = np.argsort(self.cache.work[ids], kind="stable")
-                order = self._order
-                cut = int(fifo[-1]) if fifo.size else -1
-                rest = order[(order > cut) & alive[order]][:need]
-                win = np.concatenate([fifo, rest]) if fifo.size else rest
+        the ones with the least work among those after them. Plain lists: the window is short,
+        and a scan of the work order skips at most ``fifo_slots`` + (started) positions."""
+        f, n, gone = self.fifo_slots, self._ids.size, self._gone
+        win: list[int] = []
+        p = 0
+        while len(win) < f and p < n:
+            if p not in gone:
+                win.append(p)
+            p += 1
+        need = self.k - len(win)
+        if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
+            cut = win[-1] if win else -1
+            if self._order is None:
+                self._order = np.argsort(self.cache.work[self._ids], kind="stable")
+            for o in self._order[: self.k + len(gone)].tolist():
+                if o > cut and o not in gone:
+                    win.append(o)
+                    need -= 1
+                    if not need:
+                        break
         self._win = win
         self._win_ids = self._ids[win]
         self._fit: tuple[np.ndarray, np.ndarray] | None = None
@@ -251,7 +230,7 @@ class DecisionBuilder:
     @property
     def window(self) -> list[Job]:
         pend = self._pending
-        return [pend[int(p)] for p in self._win]
+        return [pend[p] for p in self._win]
 
     # -- mask --------------------------------------------------------------------------------
     def mask(self) -> np.ndarray:
@@ -264,9 +243,11 @@ class DecisionBuilder:
         m = np.zeros(self.k * p + 1, dtype=bool)
         ex_ok, sh_ok = self._fits()
         n = ex_ok.size
-        if n:
+        if n and sh_ok is ex_ok:  # one test for every option
+            m[: n * p] = np.repeat(ex_ok, p)
+        elif n:
             m[: n * p].reshape(n, p)[:] = np.where(self.options.exclusive, ex_ok[:, None], sh_ok[:, None])
-        m[-1] = bool(self.decisions or len(self.view.running) or not m[:-1].any())
+        m[-1] = bool(self.decisions or self.view.running or not self.any_valid())
         self._mask = m
         return m
 
@@ -284,7 +265,7 @@ class DecisionBuilder:
                 sh = sizes <= self._n_sh
                 mem = self.cache.mem[ids]
                 for s in np.flatnonzero(sh & (mem != 0.0)).tolist():
-                    sh[s] = int(np.count_nonzero(self.ws.shareable(self._pending[int(self._win[s])]))) >= sizes[s]
+                    sh[s] = int(np.count_nonzero(self.ws.shareable(self._pending[self._win[s]]))) >= sizes[s]
             else:
                 sh = np.zeros(ids.size, dtype=bool)
         else:
@@ -310,101 +291,28 @@ class DecisionBuilder:
 
     # -- observation -------------------------------------------------------------------------
     def observe(self) -> np.ndarray:
+        """The observation (module docstring), computed in one compiled call and cached until the
+        next action."""
         if self._obs is not None:
             return self._obs
-        view, lay = self.view, self._lay
-        ws = self._ws
-        n_res = view.n_resident if ws is None else ws.n_res
-        n_gpus, k = lay.n_gpus, self.k
-        a = lay.size
-        b = a + k * SLOT_FEATURES
-        obs = np.empty(b + GLOBAL_FEATURES, dtype=np.float32)
-        obs[:a] = self._node_block().ravel()
-
-        ids = self._win_ids
-        n = ids.size
-        cache = self.cache
-        n_free = self._n_free
-        now = view.now
-        slots = obs[a:b].reshape(k, SLOT_FEATURES)
-        slots.fill(0.0)
-        if n:
-            ex_ok, sh_ok = self._fits()
-            w = slots[:n]
-            w[:] = cache.slot[ids]
-            wait = now / 3600.0 - cache.arrival_h[ids]
-            np.maximum(wait, 0.0, out=wait)
-            w[:, 6] = np.log1p(wait, out=wait)
-            w[:, 8] = ex_ok
-            w[:, 9] = sh_ok
-            w[:, 10] *= 1.0 / max(n_free, 1)  # the cached column holds the GPU count
-
-        n_dec = len(self.decisions)
+        view, lay, ws, cache = self.view, self._lay, self._ws, self.cache
+        free, n_res = (view.free, view.n_resident) if ws is None else (ws.ctx.free, ws.n_res)
+        ex_ok, sh_ok = self._fits()
+        n_dec, n_gpus, now = len(self.decisions), lay.n_gpus, view.now
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
-        obs[b:] = (
-            math.sin(tod), math.cos(tod), int(np.count_nonzero(n_res)) / n_gpus, n_free / n_gpus,
+        glob = (
+            math.sin(tod), math.cos(tod), 0.0, self._n_free / n_gpus,  # index 2 (busy share): the kernel's
             math.log1p(self._ids.size - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
             self._demand / n_gpus, math.log1p(n_dec) / 3.0,
         )
-        np.minimum(obs, OBS_HIGH, out=obs)  # +-inf land on the bounds
-        np.maximum(obs, OBS_LOW, out=obs)
-        if math.isnan(np.add.reduce(obs)):
-            np.nan_to_num(obs, copy=False, nan=0.0)
+        obs = np.empty(lay.size + self.k * SLOT_FEATURES + GLOBAL_FEATURES, dtype=np.float32)
+        fill_observation(
+            obs, lay.gpu_node, lay.inv_size, lay.scale_power, lay.scale_jobs, free, view.up,
+            view.gpu_power_w, n_res, view.slowdown, cache.slot, cache.arrival_h, self._win_ids,
+            ex_ok, sh_ok, now / 3600.0, self._n_free, glob, OBS_LOW, OBS_HIGH,
+        )
         self._obs = obs
         return obs
-
-    def _node_block(self) -> np.ndarray:
-        """(n_nodes, 8) node features: free share, up share, mean (sf - 1) of the free GPUs per
-        class (0 without free GPUs), power / 300 W, job slots used. Computed in full once per
-        decision point; the starts taken since only update the rows of their nodes."""
-        lay = self._lay
-        if self._nodes is None:
-            view = self.view
-            free, n_res = (view.free, view.n_resident) if self._ws is None else (self._ws.ctx.free, self._ws.n_res)
-            on_free = lay.agg * free
-            n_free_node = on_free.sum(axis=1)
-            slow_sum = on_free @ (view.slowdown - 1.0)
-            p3 = lay.p3
-            p3[:, 0] = view.up
-            p3[:, 1] = view.gpu_power_w
-            p3[:, 2] = n_res
-            q = lay.agg @ p3
-            q *= lay.scale3
-            nodes = np.empty((lay.n_nodes, NODE_FEATURES))
-            nodes[:, 0] = n_free_node * lay.inv_size
-            nodes[:, 1] = q[:, 0]
-            nodes[:, 2:6] = slow_sum / np.maximum(n_free_node, 1.0)[:, None]
-            nodes[:, 6:8] = q[:, 1:3]
-            self._nodes = nodes
-            self._node_sums = (n_free_node.tolist(), slow_sum.tolist())
-            self._taken.clear()
-        elif self._taken:
-            nodes = self._nodes
-            n_free_node, slow_sum = self._node_sums
-            node_of, inv = lay.topo.node_of_gpu, lay.inv_size_l
-            slow = self._slow_m1()
-            touched = set()
-            for g, was_free in self._taken:
-                node = node_of[g]
-                touched.add(node)
-                nodes[node, 7] += inv[node] / lay.max_jobs
-                if was_free:
-                    n_free_node[node] -= 1.0
-                    row, sg = slow_sum[node], slow[g]
-                    for c in range(4):
-                        row[c] -= sg[c]
-            for node in touched:
-                nf = n_free_node[node]
-                nodes[node, 0] = nf * inv[node]
-                nodes[node, 2:6] = [x / nf for x in slow_sum[node]] if nf > 0.0 else 0.0
-            self._taken.clear()
-        return self._nodes
-
-    def _slow_m1(self) -> list[list[float]]:
-        """The view's slowdown profile minus 1, as nested lists (made once per decision point)."""
-        if self._slow_l is None:
-            self._slow_l = (self.view.slowdown - 1.0).tolist()
-        return self._slow_l
 
     # -- actions -----------------------------------------------------------------------------
     def decode(self, action: int) -> tuple[int, int] | None:
@@ -418,22 +326,20 @@ class DecisionBuilder:
         if not 0 <= action < self.done_action or not self.mask()[action]:
             return None
         slot, opt = divmod(int(action), self.n_opts)
-        pos = int(self._win[slot])
+        pos = self._win[slot]
         job = self._pending[pos]
         ws = self.ws
         gpus = self.options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
         free = ws.ctx.free
-        taken = [(g, bool(free[g])) for g in gpus]
-        self._n_free -= sum(1 for _, f in taken if f)
-        self._taken.extend(taken)
+        for g in gpus:
+            if free[g]:
+                self._n_free -= 1
         ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
-        if self._alive is None:
-            self._alive = np.ones(self._ids.size, dtype=bool)
-        self._alive[pos] = False
+        self._gone.add(pos)
         self._demand -= len(gpus)
         self._n_sh = self._count_shareable()
         self._refresh()
@@ -445,7 +351,7 @@ class DecisionBuilder:
         for s, jid in enumerate(self._win_ids.tolist()):
             if jid != job_id:
                 continue
-            j = self._pending[int(self._win[s])]
+            j = self._pending[self._win[s]]
             mask = self.mask()
             first = None
             for o in range(self.n_opts):
