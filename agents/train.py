@@ -92,6 +92,8 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
 
     from agents.adapter import write_meta
 
+    if cfg.vec_env not in ("dummy", "subprocess"):
+        raise ValueError(f"vec_env must be dummy or subprocess, got {cfg.vec_env!r}")
     torch.set_num_threads(int(cfg.torch_threads))
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))

@@ -149,3 +149,14 @@ def test_eval_episodes_are_capped_for_unmasked_agents(tmp_path):
         steps += 1
         assert not term and steps <= 40
     assert steps == 40
+
+
+def test_unknown_vec_env_is_a_named_error(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from agents.train import train
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("train", overrides=[f"scenario={SCN}", "vec_env=subproc", "n_envs=2"])
+    with pytest.raises(ValueError, match="vec_env must be dummy or subprocess, got 'subproc'"):
+        train(cfg, tmp_path)
