@@ -94,6 +94,9 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
 
     if cfg.vec_env not in ("dummy", "subprocess"):
         raise ValueError(f"vec_env must be dummy or subprocess, got {cfg.vec_env!r}")
+    for key in ("n_envs", "total_timesteps", "checkpoint_freq"):
+        if int(cfg[key]) < 1:
+            raise ValueError(f"{key} must be >= 1, got {cfg[key]}")
     torch.set_num_threads(int(cfg.torch_threads))
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))

@@ -151,12 +151,17 @@ def test_eval_episodes_are_capped_for_unmasked_agents(tmp_path):
     assert steps == 40
 
 
-def test_unknown_vec_env_is_a_named_error(tmp_path):
+@pytest.mark.parametrize(("override", "message"), [
+    ("vec_env=subproc", "vec_env must be dummy or subprocess, got 'subproc'"),
+    ("n_envs=0", "n_envs must be >= 1, got 0"),
+    ("total_timesteps=0", "total_timesteps must be >= 1, got 0"),
+])
+def test_bad_training_keys_are_named_errors(tmp_path, override, message):
     from hydra import compose, initialize_config_dir
 
     from agents.train import train
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("train", overrides=[f"scenario={SCN}", "vec_env=subproc", "n_envs=2"])
-    with pytest.raises(ValueError, match="vec_env must be dummy or subprocess, got 'subproc'"):
+        cfg = compose("train", overrides=[f"scenario={SCN}", override])
+    with pytest.raises(ValueError, match=message):
         train(cfg, tmp_path)
