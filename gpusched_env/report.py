@@ -158,9 +158,16 @@ def wide_console() -> Console:
     return Console(width=max(probe.width, 200)) if not probe.is_terminal else probe
 
 
-def print_report(doc: dict[str, Any], console: Console | None = None) -> None:
+def print_report(doc: dict[str, Any], console: Console | None = None, metrics: list[str] | None = None) -> None:
+    """The results table (``metrics``: its columns; None = :data:`TABLE_METRICS`), then the
+    per-workload and published-claim tables where the document has them."""
     console = console or wide_console()
-    console.print(results_table(doc))
+    if metrics:
+        known = next(iter(doc["policies"].values()))["metrics"]
+        unknown = [m for m in metrics if m not in known]
+        if unknown:
+            raise ValueError(f"table_metrics: unknown metric(s) {unknown}; this run has {sorted(known)}")
+    console.print(results_table(doc, metrics))
     for extra in (per_workload_table(doc), paper_table(doc)):
         if extra is not None:
             console.print(extra)

@@ -20,7 +20,8 @@ BIN = Path(sys.executable).parent
 def test_bench_cli_writes_results(tmp_path):
     out = tmp_path / "run"
     cmd = [str(BIN / "gpusched-bench"), "scenario=synthetic_small", "policies=[fifo,las,gandiva]",
-           "seeds=[0,1]", f"out_dir={out}", "workers=2", "check_invariants=true"]
+           "seeds=[0,1]", f"out_dir={out}", "workers=2", "check_invariants=true",
+           "table_metrics=[avg_jct_s,avg_jct_all_s,jobs_finished]"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
@@ -38,6 +39,17 @@ def test_bench_cli_writes_results(tmp_path):
     assert (out / "jct_cdf.png").stat().st_size > 1000 and (out / "cluster_timeline.png").exists()
     assert (out / ".hydra" / "config.yaml").exists()
     assert "avg_jct_s" in proc.stdout and "gandiva" in proc.stdout
+    assert "avg_jct_all_s" in proc.stdout and "p99_jct_s" not in proc.stdout  # the chosen columns
+    assert fifo["metrics"]["avg_jct_all_s"] == fifo["metrics"]["avg_jct_s"]  # every job finished
+
+
+def test_unknown_table_metric_is_a_named_error():
+    from gpusched_env.report import print_report
+
+    doc = {"scenario": "toy", "seeds": [0],
+           "policies": {"fifo": {"metrics": {"avg_jct_s": 1.0}, "per_seed": [{"metrics": {"avg_jct_s": 1.0}}]}}}
+    with pytest.raises(ValueError, match=r"table_metrics: unknown metric\(s\) \['avg_jtc_s'\]"):
+        print_report(doc, metrics=["avg_jtc_s"])
 
 
 def test_parallel_equals_serial():

@@ -129,3 +129,6 @@ def test_utilisation_of_a_run_that_stopped_with_jobs_unfinished():
     assert m["makespan_s"] == pytest.approx(1000 * T)  # J0, the only tracked completion
     assert res.span_s == pytest.approx(20 + 5000 * T)  # the run ends when J2 does
     assert m["utilization"] == pytest.approx((1000 * T + 5000 * T) / (2 * (20 + 5000 * T)))
+    assert m["avg_jct_s"] == pytest.approx(1000 * T)  # J0 only
+    # J1 is charged from its arrival (10 s) to the end of the run (20 + 5000T)
+    assert m["avg_jct_all_s"] == pytest.approx((1000 * T + (20 + 5000 * T - 10)) / 2)

@@ -74,7 +74,7 @@ def run_bench(cfg: DictConfig, console: Console) -> dict[str, Any]:
     doc["wall_s"] = round(wall, 2)
     write_json_atomic(out / "results.json", doc)
     write_atomic(out / "results.csv", results_csv(doc))
-    print_report(doc, console)
+    print_report(doc, console, [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None)
     if cfg.plots:
         first = seeds[0]
         jcts: dict[str, list[float]] = {}
