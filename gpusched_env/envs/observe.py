@@ -14,8 +14,8 @@ policy may skip the head of the line (backfill).
 Observation (float32, every entry finite and clipped to ``[-1, 10]``), concatenated:
 
 - per node (n_nodes x 8): working free-GPU share, up share, mean slowdown factor of its free GPUs
-  per class A..D (``sf - 1``, 0 when none is free), GPU power share of busy power, mean job slots
-  used (``n_resident / max_jobs_per_gpu``);
+  per class A..D (``sf - 1``, 0 when none is free), mean GPU power / 300 W, mean job slots used
+  (``n_resident / max_jobs_per_gpu``);
 - per window slot (K x 11): present, ``log2(1 + GPUs) / log2(1 + n_gpus)``, class one-hot (4),
   ``log1p(wait h)``, ``log1p(work estimate h)``, fits an exclusive option now, fits
   ``least_interference`` now, GPUs / working free GPUs (clipped);
@@ -136,7 +136,7 @@ class _Layout:
         self.gpu_node = np.ascontiguousarray(topo.gpu_node, dtype=np.int64)
         inv = 1.0 / topo.node_sizes.astype(np.float64)
         self.inv_size = inv
-        self.scale_power = inv / 300.0  # power share of 300 W per GPU
+        self.scale_power = inv / 300.0  # mean GPU power / 300 W
         self.scale_jobs = inv / max_jobs  # job slots used
         self.size = topo.n_nodes * NODE_FEATURES
 
