@@ -453,31 +453,33 @@ class Simulator:
         if not gpus:
             return
         self._account(now)
+        state, runs = self.state, self.runs
+        resident, running = state.resident, state.running
         jobs: set[int] = set()
-        state = self.state
         for g in gpus:
-            jobs.update(state.resident[g])
+            jobs.update(resident[g])
         for jid in jobs:
-            if jid in self.runs:
+            if jid in runs:
                 self._settle(jid, now)
         idle_w, busy_w, power_l = self._idle_l, self._busy_l, self._power_l
+        gpu_power, gpu_util = self.gpu_power, self.gpu_util
         busy_set, sleepy = self._busy_set, self.model.power.low_power_idle
         gpu_node, node_busy = self.topology.node_of_gpu, self.node_busy
         delta = 0.0
         for g in gpus:
-            here = state.resident[g]
+            here = resident[g]
             if not here:
                 u, p = 0.0, idle_w[g]
             else:
-                if len(here) == 1 and state.running[here[0]].sm_share >= 1.0:
-                    u = self.runs[here[0]].util  # alone on the GPU: the model's own utilisation
+                if len(here) == 1 and running[here[0]].sm_share >= 1.0:
+                    u = runs[here[0]].util  # alone on the GPU: the model's own utilisation
                 else:
                     u = gpu_utilisation(self._residents(g))
                 p = gpu_power_w(idle_w[g], busy_w[g], u)
             delta += p - power_l[g]
             power_l[g] = p
-            self.gpu_power[g] = p
-            self.gpu_util[g] = u
+            gpu_power[g] = p
+            gpu_util[g] = u
             is_busy = bool(here)
             if (g in busy_set) != is_busy:
                 node = gpu_node[g]
@@ -495,13 +497,16 @@ class Simulator:
                     busy_set.discard(g)
         self.cluster_power += delta
         for jid in jobs:
-            run = self.runs.get(jid)
+            run = runs.get(jid)
             if run is None:
                 continue
-            alloc = state.running[jid]
+            alloc = running[jid]
             self._last_gpus[jid] = alloc.gpus
             run.iter_s = self._iter_time(state.jobs[jid], run, alloc)
-            run.power_w = sum(power_l[g] / len(state.resident[g]) for g in alloc.gpus)
+            watts = 0.0  # the job's share of each of its GPUs' power
+            for g in alloc.gpus:
+                watts += power_l[g] / len(resident[g])
+            run.power_w = watts
             self._schedule_completion(jid, run, now)
         if self.timeline is not None:
             self.timeline.add(now, self._busy_gpus, self.cluster_power)

@@ -203,23 +203,17 @@ class DecisionBuilder:
         the ones with the least work among those after them. Plain lists: the window is short,
         and a scan of the work order skips at most ``fifo_slots`` + (started) positions."""
         f, n, gone = self.fifo_slots, self._ids.size, self._gone
-        win: list[int] = []
-        p = 0
-        while len(win) < f and p < n:
-            if p not in gone:
-                win.append(p)
-            p += 1
+        if gone:  # the first f alive positions lie among the first f + len(gone)
+            win = [p for p in range(min(n, f + len(gone))) if p not in gone][:f]
+        else:
+            win = list(range(min(n, f)))
         need = self.k - len(win)
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
             cut = win[-1] if win else -1
             if self._order is None:
                 self._order = np.argsort(self.cache.work[self._ids], kind="stable")
-            for o in self._order[: self.k + len(gone)].tolist():
-                if o > cut and o not in gone:
-                    win.append(o)
-                    need -= 1
-                    if not need:
-                        break
+            head = self._order[: self.k + len(gone)].tolist()
+            win += [o for o in head if o > cut and o not in gone][:need]
         self._win = win
         self._win_ids = self._ids[win]
         self._fit: tuple[np.ndarray, np.ndarray] | None = None
