@@ -68,7 +68,6 @@ class ClusterState:
         self.share_used = np.zeros(n, dtype=np.float64)  # sum of gpu_fraction of resident jobs
         self.up = np.ones(n, dtype=bool)
         self.all_up = True  # every GPU up (kept by set_up)
-        self._min_gpu_mem = topology.min_gpu_mem_gb
         self.free_mask = np.ones(n, dtype=bool)  # up and holding no job (kept up to date)
         self.n_free = n  # count of free_mask
         self.jobs: dict[int, Job] = {}
@@ -266,7 +265,7 @@ class ClusterState:
         if self.max_jobs_per_gpu != 1:
             return False
         free, used = self.free_mask, set()
-        min_mem = self._min_gpu_mem
+        min_mem = self.topology.min_gpu_mem_gb
         for d in decisions:
             if type(d) is not Start or self.jobs[d.job_id].mem_gb > min_mem:
                 return False

@@ -98,10 +98,17 @@ def _num(v: float | None) -> str:
 
 
 def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Table:
-    """Policy × metric: mean ± std over seeds, and % change vs the first policy."""
+    """Policy × metric: mean ± std over seeds, and % change vs the first policy. ``metrics`` names
+    the columns (each must be in the run); None = the :data:`TABLE_METRICS` the run has."""
     pols = doc["policies"]
     first = next(iter(pols.values()))
-    metrics = [m for m in (metrics or TABLE_METRICS) if m in first["metrics"]]
+    if metrics:
+        unknown = [m for m in metrics if m not in first["metrics"]]
+        if unknown:
+            raise ValueError(f"table_metrics: unknown metric(s) {unknown}; this run has {sorted(first['metrics'])}")
+        metrics = list(metrics)
+    else:
+        metrics = [m for m in TABLE_METRICS if m in first["metrics"]]
     extra = [k for k in first["metrics"] if k.endswith(("_ms", "_rate")) and k not in metrics]
     metrics += extra
     t = Table(title=f"scenario {doc['scenario']} — seeds {doc['seeds']}", show_lines=False)
@@ -162,11 +169,6 @@ def print_report(doc: dict[str, Any], console: Console | None = None, metrics: l
     """The results table (``metrics``: its columns; None = :data:`TABLE_METRICS`), then the
     per-workload and published-claim tables where the document has them."""
     console = console or wide_console()
-    if metrics:
-        known = next(iter(doc["policies"].values()))["metrics"]
-        unknown = [m for m in metrics if m not in known]
-        if unknown:
-            raise ValueError(f"table_metrics: unknown metric(s) {unknown}; this run has {sorted(known)}")
     console.print(results_table(doc, metrics))
     for extra in (per_workload_table(doc), paper_table(doc)):
         if extra is not None:

@@ -97,7 +97,6 @@ class _Run:
     last_t: float = 0.0
     resume_at: float = 0.0
     version: int = 0
-    idx: np.ndarray | None = None  # a big job's GPUs (> 8) as an index array, for vector maths
     loc_mult: float = 1.0
     comm_s: float = 0.0
     due: float = 0.0  # completion time at the current speed
@@ -353,14 +352,7 @@ class Simulator:
         resident = self.state.resident
         if len(gpus) == 1 and alloc.sm_share >= 1.0 and len(resident[gpus[0]]) == 1:
             return spec.base_iter_s * self._slow[gpus[0]][c]  # one GPU: no locality term
-        idx = run.idx  # set for big jobs (> 8 GPUs) only
-        if idx is not None:
-            exclusive = alloc.sm_share >= 1.0 and int(self.state.n_resident[idx].max()) == 1
-        else:
-            exclusive = alloc.sm_share >= 1.0 and all(len(resident[g]) == 1 for g in gpus)
-        if exclusive and idx is not None:
-            worst = float((self.factors[idx, c] * self.straggle[idx] / self._speed[idx]).max())
-        elif exclusive:
+        if alloc.sm_share >= 1.0 and all(len(resident[g]) == 1 for g in gpus):  # exclusive
             slow = self._slow
             worst = max(slow[g][c] for g in gpus)
         else:
@@ -436,7 +428,7 @@ class Simulator:
         job = self.state.jobs[jid]
         mult, comm = self._placement_cost(job, gpus)
         self.runs[jid] = _Run(
-            last_t=now, resume_at=now + cost, idx=np.asarray(gpus, dtype=np.int64) if len(gpus) > 8 else None, loc_mult=mult, comm_s=comm,
+            last_t=now, resume_at=now + cost, loc_mult=mult, comm_s=comm,
             util=min(1.0, max(0.0, self.spec(job.model).util)),
         )
         touched.update(gpus)

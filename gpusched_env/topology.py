@@ -113,14 +113,8 @@ class Topology:
         return np.diff(self.node_first_gpu).astype(np.float64)
 
     @cached_property
-    def uniform_node_size(self) -> int:
-        """GPUs per node when every node has the same count, else 0."""
-        sizes = self.node_sizes
-        return int(sizes[0]) if bool(np.all(sizes == sizes[0])) else 0
-
-    @cached_property
     def max_gpus_per_node(self) -> int:
-        return int(np.diff(self.node_first_gpu).max())
+        return int(self.node_sizes.max())
 
     @cached_property
     def min_gpu_mem_gb(self) -> float:

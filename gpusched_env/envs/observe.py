@@ -132,9 +132,9 @@ class _Layout:
 
     def __init__(self, topo: Topology, max_jobs: int) -> None:
         self.topo, self.max_jobs = topo, max_jobs
-        self.n_nodes, self.n_gpus = topo.n_nodes, topo.n_gpus
+        self.n_gpus = topo.n_gpus
         self.gpu_node = np.ascontiguousarray(topo.gpu_node, dtype=np.int64)
-        inv = 1.0 / topo.node_sizes.astype(np.float64)
+        inv = 1.0 / topo.node_sizes
         self.inv_size = inv
         self.scale_power = inv / 300.0  # mean GPU power / 300 W
         self.scale_jobs = inv / max_jobs  # job slots used
