@@ -4,7 +4,7 @@ Both are event-driven, FIFO (arrival order) and head-of-line by default (the wal
 job that cannot be placed at all; ``head_of_line=False`` lets later jobs through). A job is first
 placed *exclusively* with the packed placement (:func:`baselines.placement.packed_gpus`) on free
 GPUs. Only when that fails ("out of space") it is packed onto GPUs that already hold jobs
-(time-slicing co-location, ``sm_share=1``): the shareable GPUs are those that are up, of the job's
+(time-slicing co-location, the default ``Sharing``): the shareable GPUs are those that are up, of the job's
 GPU type, hold fewer than ``max_jobs_per_gpu`` jobs and have at least the job's ``mem_gb`` free
 (free GPUs qualify too and count as load 0). The two policies differ only in which shareable GPUs
 they rank first (a key, not a branch on the name):

@@ -4,8 +4,10 @@ The simulator and the real backend both keep one :class:`ClusterState`; it valid
 decisions against the rules below and raises :class:`InvalidDecision` naming the broken rule.
 
 Rules: ``job-unknown``, ``job-not-pending``, ``job-not-running``, ``duplicate-job``, ``gpu-count``,
-``gpu-exists``, ``gpu-distinct``, ``gpu-down``, ``gpu-type``, ``sm-share``, ``max-jobs-per-gpu``,
-``gpu-memory``.
+``gpu-exists``, ``gpu-distinct``, ``gpu-down``, ``gpu-type``, ``max-jobs-per-gpu``, ``gpu-memory``,
+``sharing-exclusive`` (an exclusive job shares no GPU), ``sharing-mix`` (MPS and whole-GPU tenants
+do not mix on one GPU), ``sharing-mps-sum`` (MPS percentages on a GPU sum to at most 100 unless every
+MPS tenant there allows oversubscription).
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpusched_env.topology import Topology
-from gpusched_env.types import Decision, InvalidDecision, Job, Migrate, Preempt, Start
+from gpusched_env.types import Decision, InvalidDecision, Job, Migrate, Preempt, Sharing, Start
 
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
-    """Where a running job is: its GPUs, MPS SM share and when it (re)started there."""
+    """Where a running job is: its GPUs, how it shares them and when it (re)started there."""
 
     gpus: tuple[int, ...]
-    sm_share: float
+    sharing: Sharing
     since_s: float
 
 
@@ -179,7 +181,7 @@ class ClusterState:
         self.n_free = int(np.count_nonzero(self.free_mask))
 
     # -- decisions ---------------------------------------------------------------------------
-    def _check_gpus(self, job: Job, gpus: tuple[int, ...], share: float) -> None:
+    def _check_gpus(self, job: Job, gpus: tuple[int, ...]) -> None:
         topo = self.topology
         if len(gpus) != job.num_gpus:
             raise InvalidDecision(
@@ -200,8 +202,6 @@ class ClusterState:
                     raise InvalidDecision(
                         "gpu-type", f"job {job.job_id} needs {job.gpu_type}, GPU {g} is {topo.gpu_type_of(g)}"
                     )
-        if not 0.0 < share <= 1.0:
-            raise InvalidDecision("sm-share", f"job {job.job_id}: sm_share {share} not in (0, 1]")
 
     def _job(self, job_id: int) -> Job:
         job = self.jobs.get(job_id)
@@ -228,13 +228,13 @@ class ClusterState:
             if isinstance(d, Start):
                 if d.job_id in self.running or not self.is_pending(d.job_id):
                     raise InvalidDecision("job-not-pending", f"Start for job {d.job_id}, which is not queued")
-                self._check_gpus(job, d.gpus, d.sm_share)
+                self._check_gpus(job, d.gpus)
             else:
                 if d.job_id not in self.running:
                     kind = type(d).__name__
                     raise InvalidDecision("job-not-running", f"{kind} for job {d.job_id}, which is not running")
                 if isinstance(d, Migrate):
-                    self._check_gpus(job, d.gpus, d.sm_share)
+                    self._check_gpus(job, d.gpus)
         self._check_capacity(decisions)
         applied = Applied()
         moves = [d for d in decisions if isinstance(d, Migrate)]
@@ -247,14 +247,14 @@ class ClusterState:
             self.release(m.job_id)
         for m in moves:
             self._place(self.jobs[m.job_id], m.gpus, +1)
-            self.running[m.job_id] = Allocation(m.gpus, m.sm_share, now)
+            self.running[m.job_id] = Allocation(m.gpus, m.sharing, now)
             applied.migrated.append(m.job_id)
         for d in decisions:
             if isinstance(d, Start):
                 job = self.jobs[d.job_id]
                 self._dequeue(job)
                 self._place(job, d.gpus, +1)
-                self.running[d.job_id] = Allocation(d.gpus, d.sm_share, now)
+                self.running[d.job_id] = Allocation(d.gpus, d.sharing, now)
                 applied.started.append(d.job_id)
         return applied
 
@@ -276,11 +276,13 @@ class ClusterState:
         return True
 
     def _check_capacity(self, decisions: list[Decision]) -> None:
-        """Check per-GPU job count and memory on the state the batch would leave."""
+        """Check per-GPU job count, memory and sharing on the state the batch would leave."""
         if self._exclusive_starts_fit(decisions):
             return
         dn: dict[int, int] = {}
         dmem: dict[int, float] = {}
+        leaving: set[int] = set()
+        joining: dict[int, list[tuple[int, Sharing]]] = {}
 
         def add(job: Job, gpus: tuple[int, ...], sign: int) -> None:
             for g in gpus:
@@ -291,8 +293,14 @@ class ClusterState:
             job = self.jobs[d.job_id]
             if not isinstance(d, Start):
                 add(job, self.running[d.job_id].gpus, -1)
+                leaving.add(d.job_id)
             if not isinstance(d, Preempt):
                 add(job, d.gpus, +1)
+                for g in d.gpus:
+                    joining.setdefault(g, []).append((d.job_id, d.sharing))
+        for g in sorted(joining):
+            tenants = [(j, self.running[j].sharing) for j in self.resident[g] if j not in leaving]
+            self._check_sharing(g, tenants + joining[g])
         for g in sorted(dn):
             n = int(self.n_resident[g]) + dn[g]
             if n > self.max_jobs_per_gpu:
@@ -305,3 +313,22 @@ class ClusterState:
                 raise InvalidDecision(
                     "gpu-memory", f"GPU {g} would use {mem:.1f} GB of {self.topology.gpu_mem_gb[g]:.1f} GB"
                 )
+
+    @staticmethod
+    def _check_sharing(g: int, tenants: list[tuple[int, Sharing]]) -> None:
+        """The sharing rules for the tenants GPU ``g`` would hold (see the module docstring)."""
+        if len(tenants) < 2:
+            return
+        for jid, sh in tenants:
+            if sh.kind == "exclusive":
+                raise InvalidDecision("sharing-exclusive", f"GPU {g}: job {jid} runs exclusive, but would share with "
+                                      f"{[j for j, _ in tenants if j != jid]}")
+        mps = [sh.is_mps for _, sh in tenants]
+        if any(mps) and not all(mps):
+            raise InvalidDecision("sharing-mix", f"GPU {g} would mix MPS and whole-GPU tenants: "
+                                  f"{[(j, sh.kind) for j, sh in tenants]}")
+        if all(mps):
+            total = sum(sh.sm_pct for _, sh in tenants)
+            if total > 100.0 + 1e-9 and not all(sh.oversubscribe for _, sh in tenants):
+                raise InvalidDecision("sharing-mps-sum", f"GPU {g}: MPS percentages would sum to {total:g} > 100 "
+                                      "(oversubscription needs oversubscribe=True on every MPS tenant)")

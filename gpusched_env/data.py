@@ -114,7 +114,8 @@ def source_url(entry: ManifestEntry, base_url: str = RAW_BASE_URL) -> str:
     return f"{base_url.rstrip('/')}/{entry.repository}/{entry.commit}/{quote(entry.source_path, safe='/')}"
 
 
-# The facts of MANIFEST.csv in the shared data folder (one entry per file).
+# The facts of MANIFEST.csv in the shared data folder (one entry per file with a public origin; the
+# project's own measurements, such as calibration/colocation-h100, have none and are not downloadable).
 _FGD_LICENCE = "no licence file; cite FGD (ATC'23)"
 _SIA_LICENCE = "Philly data CC-BY-4.0 (no licence file in the Sia repo)"
 _ACME = ("InternLM/AcmeTrace", "6d6ac9cd15f3b01151ac6ba00ecddd9156f0dc73")

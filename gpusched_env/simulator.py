@@ -27,7 +27,8 @@ from gpusched_env.fitted import (
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult, Timeline
 from gpusched_env.power import PowerConfig, gpu_power_w
-from gpusched_env.sharing import Resident, SharingConfig, gpu_utilisation, slowdown
+from gpusched_env.device.analytic import AnalyticDevice, SharingConfig
+from gpusched_env.device.model import Tenant
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, Job, JobRecord
 from gpusched_env.variability import VariabilityConfig, drift, sample_factors
@@ -133,6 +134,7 @@ class Simulator:
         )
         self.visible_slowdown = self.factors.copy()
         self.state = ClusterState(topology, max_jobs_per_gpu)
+        self.device = AnalyticDevice(self.model.sharing)
         self.env = simpy.Environment()
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
         self._check_jobs()
@@ -350,18 +352,18 @@ class Simulator:
         c = job.class_index
         gpus = alloc.gpus
         resident = self.state.resident
-        if len(gpus) == 1 and alloc.sm_share >= 1.0 and len(resident[gpus[0]]) == 1:
+        whole = not alloc.sharing.is_mps
+        if len(gpus) == 1 and whole and len(resident[gpus[0]]) == 1:
             return spec.base_iter_s * self._slow[gpus[0]][c]  # one GPU: no locality term
-        if alloc.sm_share >= 1.0 and all(len(resident[g]) == 1 for g in gpus):  # exclusive
+        if whole and all(len(resident[g]) == 1 for g in gpus):  # alone on each GPU
             slow = self._slow
             worst = max(slow[g][c] for g in gpus)
         else:
             topo = self.topology
             worst = 0.0
             for g in gpus:
-                residents = self._residents(g)
-                me = residents[resident[g].index(job.job_id)]
-                sd = slowdown(self.model.sharing, topo.gpu_type_of(g), me, residents)
+                outcome = self.device.share(topo.gpu_type_of(g), self._tenants(g))
+                sd = outcome.tenants[resident[g].index(job.job_id)].slowdown
                 worst = max(worst, float(self.factors[g, c] * self.straggle[g] * sd / self._speed[g]))
         t = spec.base_iter_s * worst
         return t * run.loc_mult + run.comm_s
@@ -379,14 +381,12 @@ class Simulator:
         volume = 2 * (n - 1) / n * 4e6 * self.spec(job.model).params_m
         return 1.0, volume / (link.bandwidth_gbps * 1e9) + 2 * (n - 1) * link.latency_s
 
-    def _residents(self, g: int) -> list[Resident]:
+    def _tenants(self, g: int) -> tuple[Tenant, ...]:
         out = []
         for jid in self.state.resident[g]:
-            job = self.state.jobs[jid]
-            spec = self.spec(job.model)
-            alloc = self.state.running[jid]
-            out.append(Resident(spec.name, min(spec.util, 1.0), alloc.sm_share))
-        return out
+            spec = self.spec(self.state.jobs[jid].model)
+            out.append(Tenant(spec.name, min(spec.util, 1.0), self.state.running[jid].sharing))
+        return tuple(out)
 
     # -- state changes -----------------------------------------------------------------------
     def energy_now(self) -> float:
@@ -463,10 +463,10 @@ class Simulator:
             if not here:
                 u, p = 0.0, idle_w[g]
             else:
-                if len(here) == 1 and running[here[0]].sm_share >= 1.0:
+                if len(here) == 1 and not running[here[0]].sharing.is_mps:
                     u = runs[here[0]].util  # alone on the GPU: the model's own utilisation
                 else:
-                    u = gpu_utilisation(self._residents(g))
+                    u = self.device.share(self.topology.gpu_type_of(g), self._tenants(g)).util
                 p = gpu_power_w(idle_w[g], busy_w[g], u)
             delta += p - power_l[g]
             power_l[g] = p

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpusched_env.device.service import ServiceSpec
+from gpusched_env.pipeline.spec import PipelineSpec
+
 PERF_CLASSES: tuple[str, ...] = ("A", "B", "C", "D")
 """PAL's application classes (CALIBRATION.md, PAL). Index = column of the variability matrix."""
 
@@ -30,6 +33,8 @@ class Job:
         gpu_type: required GPU type (Alibaba ``gpu_spec``), or None for any.
         tracked: False for background load that competes for GPUs but is left out of metrics
             (PAL's artifact keeps arrivals going after the tracked jobs).
+        service: set for an inference service (request arrivals, SLO; the device level), else None.
+        pipeline: set for a pipeline-parallel job (stages; the pipeline level), else None.
     """
 
     job_id: int
@@ -44,19 +49,70 @@ class Job:
     deadline_s: float | None = None
     gpu_type: str | None = None
     tracked: bool = True
+    service: ServiceSpec | None = None
+    pipeline: PipelineSpec | None = None
 
     @property
     def class_index(self) -> int:
         return PERF_CLASSES.index(self.perf_class)
 
 
+SHARING_KINDS: tuple[str, ...] = ("time_slice", "exclusive", "mps", "priority")
+
+
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """How a job shares each of its GPUs.
+
+    kind:
+        ``time_slice`` (default): the job takes the whole GPU; tenants that join later time-slice
+        with it (Gandiva-style packing).
+        ``exclusive``: no other tenant may be placed on its GPUs while it runs.
+        ``mps``: an MPS client limited to ``sm_pct`` % of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE).
+        ``priority``: an MPS client with ``sm_pct`` and a client ``priority`` (higher is served
+        first at block dispatch).
+    The MPS percentages on one GPU sum to at most 100, unless every MPS tenant there allows
+    ``oversubscribe`` (DARIS-style oversubscription). Only MPS tenants may share a GPU with each
+    other; MPS and time-sliced tenants do not mix on one GPU.
+    """
+
+    kind: str = "time_slice"
+    sm_pct: float = 100.0
+    priority: int = 0
+    oversubscribe: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in SHARING_KINDS:
+            raise ValueError(f"sharing kind must be one of {', '.join(SHARING_KINDS)}, got {self.kind!r}")
+        if not 0.0 < self.sm_pct <= 100.0:
+            raise ValueError(f"sharing sm_pct must be in (0, 100], got {self.sm_pct}")
+        if self.kind not in ("mps", "priority") and (self.sm_pct != 100.0 or self.oversubscribe):
+            raise ValueError(f"sharing {self.kind!r} takes the whole GPU: sm_pct and oversubscribe are MPS-only")
+
+    @property
+    def is_mps(self) -> bool:
+        return self.kind in ("mps", "priority")
+
+    @property
+    def sm_share(self) -> float:
+        """Fraction of the SMs the job may use (1 for whole-GPU kinds)."""
+        return self.sm_pct / 100.0 if self.is_mps else 1.0
+
+    @classmethod
+    def mps(cls, sm_pct: float, oversubscribe: bool = False) -> Sharing:
+        return cls("mps", sm_pct, 0, oversubscribe)
+
+
+WHOLE_GPU = Sharing()
+
+
 @dataclass(frozen=True, slots=True)
 class Start:
-    """Start (or resume) a pending job on ``gpus``; ``sm_share`` is its MPS SM share in (0, 1]."""
+    """Start (or resume) a pending job on ``gpus``, sharing them as ``sharing`` says."""
 
     job_id: int
     gpus: tuple[int, ...]
-    sm_share: float = 1.0
+    sharing: Sharing = WHOLE_GPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +128,7 @@ class Migrate:
 
     job_id: int
     gpus: tuple[int, ...]
-    sm_share: float = 1.0
+    sharing: Sharing = WHOLE_GPU
 
 
 Decision = Start | Preempt | Migrate

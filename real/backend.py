@@ -221,9 +221,9 @@ class RealBackend:
         st = self.js[jid]
         job = st.record.job
         alloc = self.state.running[jid]
-        env = self.devices.placement_env(alloc.gpus, alloc.sm_share)
+        env = self.devices.placement_env(alloc.gpus, alloc.sharing.sm_share)
         if self.mps is not None:
-            env.update(self.mps.client_env(len(alloc.gpus), alloc.sm_share, job.mem_gb, job.priority))
+            env.update(self.mps.client_env(len(alloc.gpus), alloc.sharing.sm_share, job.mem_gb, job.priority))
         d = self.run_dir / "jobs" / str(jid)
         d.mkdir(parents=True, exist_ok=True)
         spec = WorkerSpec(
@@ -354,7 +354,7 @@ class RealBackend:
             self.util[s.device] = s.util
             resident = self.state.resident[s.device]
             if de > 0 and resident:
-                shares = [self.state.running[j].sm_share for j in resident]
+                shares = [self.state.running[j].sharing.sm_share for j in resident]
                 for j, sh in zip(resident, shares, strict=True):
                     self.js[j].record.energy_j += de * sh / sum(shares)
             if self._csv is not None:

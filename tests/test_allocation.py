@@ -6,7 +6,7 @@ import pytest
 
 from gpusched_env.allocation import ClusterState
 from gpusched_env.topology import NodeGroup, Topology
-from gpusched_env.types import InvalidDecision, Job, Migrate, Preempt, Start
+from gpusched_env.types import InvalidDecision, Job, Migrate, Preempt, Sharing, Start
 
 
 def state(max_jobs: int = 2) -> ClusterState:
@@ -25,8 +25,9 @@ def state(max_jobs: int = 2) -> ClusterState:
         ([Start(0, (0, 0))], "gpu-distinct"),
         ([Start(0, (0, 99))], "gpu-exists"),
         ([Start(2, (0,))], "gpu-type"),
-        ([Start(1, (0,), sm_share=0.0)], "sm-share"),
-        ([Start(1, (0,), sm_share=1.5)], "sm-share"),
+        ([Start(1, (0,), Sharing("exclusive")), Start(0, (0, 1))], "sharing-exclusive"),
+        ([Start(1, (0,), Sharing.mps(50)), Start(0, (0, 1))], "sharing-mix"),
+        ([Start(1, (0,), Sharing.mps(60)), Start(0, (0, 1), Sharing.mps(50))], "sharing-mps-sum"),
         ([Preempt(1)], "job-not-running"),
         ([Migrate(1, (2,))], "job-not-running"),
         ([Start(1, (0,)), Start(1, (1,))], "duplicate-job"),
@@ -75,3 +76,29 @@ def test_preempt_requeues_in_arrival_order():
     s.apply([Preempt(0)], 3.0)
     assert [j.job_id for j in s.pending] == [0, 2]
     assert s.free_mask.tolist() == [True, True, False, True, True, True]
+
+
+def test_sharing_modes_checked_per_gpu():
+    s = ClusterState(Topology.build([NodeGroup(1, 1)]), max_jobs_per_gpu=4)
+    for i in range(4):
+        s.submit(Job(i, 0.0, 1, 10, "dcgan", mem_gb=1.0))
+    s.apply([Start(0, (0,), Sharing.mps(60)), Start(1, (0,), Sharing.mps(40))], 0.0)  # sums to 100: allowed
+    with pytest.raises(InvalidDecision, match="sharing-mps-sum"):
+        s.apply([Start(2, (0,), Sharing.mps(1))], 0.0)
+    s.apply([Preempt(1)], 1.0)
+    s.apply([Start(2, (0,), Sharing.mps(40))], 1.0)  # the leaver's share is free again
+    over = ClusterState(Topology.build([NodeGroup(1, 1)]), max_jobs_per_gpu=4)
+    for i in range(2):
+        over.submit(Job(i, 0.0, 1, 10, "dcgan", mem_gb=1.0))
+    over.apply([Start(i, (0,), Sharing.mps(80, oversubscribe=True)) for i in range(2)], 0.0)
+    assert over.n_resident[0] == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"kind": "mig"}, "kind"), ({"kind": "mps", "sm_pct": 0.0}, "sm_pct"), ({"kind": "mps", "sm_pct": 150.0}, "sm_pct"),
+     ({"kind": "exclusive", "sm_pct": 50.0}, "MPS-only")],
+)
+def test_bad_sharing_named(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        Sharing(**kwargs)

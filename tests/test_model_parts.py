@@ -12,40 +12,52 @@ from gpusched_env.invariants import InvariantChecker
 from gpusched_env.policy import run_policy
 from gpusched_env.power import gpu_power_w
 from gpusched_env.scenario import load_scenario
-from gpusched_env.sharing import Resident, SharingConfig, slowdown
+from gpusched_env.device.analytic import AnalyticDevice, SharingConfig
+from gpusched_env.device.model import Tenant
 from gpusched_env.simulator import FailureConfig, SimModel, Simulator
 from gpusched_env.testing import StrictFifo
 from gpusched_env.topology import NodeGroup, Topology
-from gpusched_env.types import Job, Start
+from gpusched_env.types import Job, Sharing, Start
 from gpusched_env.variability import VariabilityConfig, load_profile, sample_factors, write_profile
 
-CFG = SharingConfig()
+DEVICE = AnalyticDevice(SharingConfig())
+WHOLE = Sharing()
+
+
+def slowdowns(tenants: list[Tenant]) -> list[float]:
+    return [t.slowdown for t in DEVICE.share("V100", tenants).tenants]
 
 
 def test_gavel_pair_used_for_known_pairs():
-    a = Resident("resnet50", 0.96, 1.0)
-    b = Resident("resnet18", 0.112, 1.0)
-    assert slowdown(CFG, "V100", a, [a, b]) == GAVEL_PAIRS["V100"]["resnet50|resnet18"]
+    a = Tenant("resnet50", 0.96, WHOLE)
+    b = Tenant("resnet18", 0.112, WHOLE)
+    assert slowdowns([a, b]) == [GAVEL_PAIRS["V100"]["resnet50|resnet18"], GAVEL_PAIRS["V100"]["resnet18|resnet50"]]
 
 
 def test_eaco_count_fallback():
-    a = Resident("alexnet", 0.047, 1.0)
-    b = Resident("vgg16", 0.48, 1.0)
-    c = Resident("alexnet", 0.047, 1.0)
-    d = Resident("alexnet", 0.047, 1.0)
-    assert slowdown(CFG, "V100", a, [a, b]) == pytest.approx(1.03)
-    assert slowdown(CFG, "V100", a, [a, b, c]) == pytest.approx(1.078)
-    assert slowdown(CFG, "V100", a, [a, b, c, d]) == pytest.approx(1.19)
-    busy = [Resident("vgg16", 0.8, 1.0), Resident("alexnet", 0.6, 1.0)]  # time-slicing saturates
-    assert slowdown(CFG, "V100", busy[0], busy) == pytest.approx(1.03 * 1.4)
+    a = Tenant("alexnet", 0.047, WHOLE)
+    b = Tenant("vgg16", 0.48, WHOLE)
+    assert slowdowns([a, b])[0] == pytest.approx(1.03)
+    assert slowdowns([a, b, a])[0] == pytest.approx(1.078)
+    assert slowdowns([a, b, a, a]) == pytest.approx([1.19] * 4)
+    busy = [Tenant("vgg16", 0.8, WHOLE), Tenant("alexnet", 0.6, WHOLE)]  # time-slicing saturates
+    assert slowdowns(busy) == pytest.approx([1.03 * 1.4] * 2)
+    assert DEVICE.share("V100", busy).util == 1.0
 
 
 def test_mps_share_speed():
-    a = Resident("resnet50", 0.8, 0.4)
-    b = Resident("bert", 0.5, 0.5)
-    assert slowdown(CFG, "V100", a, [a, b]) == pytest.approx(2.0)  # 0.8 / 0.4, shares sum 0.9
-    c = Resident("bert", 0.5, 0.8)  # oversubscribed: shares sum 1.2
-    assert slowdown(CFG, "V100", c, [a, c]) == pytest.approx(1.0 * 1.2)
+    a = Tenant("resnet50", 0.8, Sharing.mps(40))
+    b = Tenant("bert", 0.5, Sharing.mps(50))
+    out = DEVICE.share("V100", [a, b])
+    assert [t.slowdown for t in out.tenants] == pytest.approx([2.0, 1.0])  # 0.8 / 0.4; shares sum 0.9
+    assert out.util == pytest.approx(0.4 + 0.5)
+    c = Tenant("bert", 0.5, Sharing.mps(80, oversubscribe=True))  # oversubscribed: shares sum 1.2
+    assert slowdowns([a, c]) == pytest.approx([2.0 * 1.2, 1.0 * 1.2])
+
+
+def test_alone_keeps_own_utilisation():
+    out = DEVICE.share("V100", [Tenant("vgg16", 0.48, WHOLE)])
+    assert (out.tenants[0].slowdown, out.util) == (1.0, 0.48)
 
 
 def test_power_linear_in_util():

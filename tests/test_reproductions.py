@@ -65,7 +65,7 @@ def test_eaco_node_colocated_energy_by_hand():
     while left:
         k = len(left)
         utils = [model_spec(n).util for n in left]
-        slow = table[k - 1] * max(1.0, sum(utils))  # sharing.py: count slowdown x saturation
+        slow = table[k - 1] * max(1.0, sum(utils))  # device/analytic.py: count slowdown x saturation
         dt = min(left.values()) * slow  # the job with least work left finishes first
         energy += _node_w(sum(utils)) * dt  # GPU util = sum of residents', capped at 1
         t += dt

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psutil
 
 from gpusched_env.topology import NodeGroup, Topology
-from gpusched_env.types import Decision, Job, Start
+from gpusched_env.types import Decision, Job, Sharing, Start
 from gpusched_env.view import ClusterView
 from real.config import RealWorkload
 from real.models import ModelSize
@@ -40,7 +40,7 @@ class Fifo:
             pick = tuple(sorted(gpus, key=key)[: job.num_gpus])
             for g in pick:
                 load[g] += 1
-            out.append(Start(job.job_id, pick, self.sm_share))
+            out.append(Start(job.job_id, pick, Sharing.mps(self.sm_share * 100) if self.sm_share < 1 else Sharing()))
         return out
 
 
