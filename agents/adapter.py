@@ -78,7 +78,7 @@ class AgentPolicy:
         self.algo = meta.get("algo", "maskable_ppo")
         self.masked = self.algo == "maskable_ppo"
         rs = env.get("round_s")
-        self.round_s: float | None = scn.round_s if rs is None else float(rs)
+        self.round_s: float | None = scn.round_for("agent") if rs is None else float(rs)
         self.events = True
         self.k = int(env.get("queue_slots", 16))
         self.fifo_slots = int(env.get("fifo_slots", 8))

@@ -111,11 +111,6 @@ def accuracy(policy: Any, data: dict[str, np.ndarray], masked: bool) -> float:
 def make_teacher(name: str, scn: Any, run_seed: int) -> Any:
     """Heuristic ``name`` with the scenario's parameters and the run's policy RNG, passing only
     the parameters the policy accepts (``rng``, ``round_s`` where it takes them)."""
-    from baselines import get_policy, policy_params
-    from gpusched_env.scenario import run_rngs
+    from bench.runner import make_policy
 
-    accepted = policy_params(name)
-    params: dict[str, Any] = {"rng": run_rngs(run_seed)["policy"], "round_s": scn.round_s}
-    params = {k: v for k, v in params.items() if k in accepted}
-    params.update(scn.policies.get(name, {}))
-    return get_policy(name, **params)
+    return make_policy(name, scn, run_seed)

@@ -51,12 +51,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines.gandiva import model_util, util_estimate
-from baselines.placement import GpuSet, packed_gpus
-from gpusched_env.catalog import gpu_spec, model_spec
+from baselines.placement import packed_gpus
+from gpusched_env.catalog import EACO_COLO_SLOWDOWN, gpu_spec, model_spec
+from gpusched_env.placement import GpuSet
 from gpusched_env.types import Decision, Job, Migrate, Preempt, Start
 from gpusched_env.view import ClusterView
 
-DEFAULT_COLO_SLOWDOWN: dict[int, float] = {1: 1.0, 2: 1.03, 3: 1.078, 4: 1.19}
+DEFAULT_COLO_SLOWDOWN: dict[int, float] = {k + 1: s for k, s in enumerate(EACO_COLO_SLOWDOWN)}
 
 
 @dataclass

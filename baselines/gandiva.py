@@ -27,8 +27,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from baselines.placement import PlacementContext, packed_gpus
+from baselines.placement import packed_gpus
 from gpusched_env.catalog import find_model
+from gpusched_env.placement import PlacementContext
 from gpusched_env.types import Decision, Start
 from gpusched_env.view import ClusterView
 

@@ -23,17 +23,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gpusched_env.catalog import find_model
+from gpusched_env.catalog import base_iter_s
 from gpusched_env.types import Job
 from gpusched_env.view import ClusterView
 
 Key = tuple[float, ...]
-
-def base_iter_s(model: str) -> float:
-    """Base (single-V100) iteration time of ``model`` from the catalogue; 1.0 s when unknown."""
-    spec = find_model(model)
-    return spec.base_iter_s if spec is not None else 1.0
-
 
 class OrderKey(Protocol):
     """A queue order: ``key(view, job)``; smaller first."""

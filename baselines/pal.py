@@ -56,15 +56,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines.ordering import FifoOrder
-from baselines.placement import (
-    GpuSet,
-    Placement,
-    PlacementContext,
-    PMFirstPlacement,
-    node_slices,
-    pm_first_gpus,
-)
+from baselines.placement import PMFirstPlacement, node_slices, pm_first_gpus
 from baselines.scheduler import QueueScheduler
+from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.types import PERF_CLASSES, Job
 from gpusched_env.view import ClusterView
 

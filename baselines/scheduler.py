@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from baselines.ordering import Key, OrderKey
-from baselines.placement import GpuSet, Placement, PlacementContext
+from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.types import Decision, Job, Migrate, Preempt, Start
 from gpusched_env.view import ClusterView
 

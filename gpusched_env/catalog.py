@@ -136,3 +136,15 @@ def gpu_spec(name: str) -> GpuSpec:
         return GPUS[name]
     except KeyError:
         raise KeyError(f"unknown GPU type {name!r}; known: {sorted(GPUS)}") from None
+
+
+def base_iter_s(model: str) -> float:
+    """Base (single-V100) iteration time of ``model`` from the catalogue; 1.0 s when unknown."""
+    spec = find_model(model)
+    return spec.base_iter_s if spec is not None else 1.0
+
+
+EACO_COLO_SLOWDOWN: tuple[float, ...] = (1.0, 1.03, 1.078, 1.19)
+"""EaCO's measured co-location slowdown by number of jobs on a GPU (index k-1): 3 % for 2, 7.8 % for
+3, 19 % for 4 (CALIBRATION.md, EaCO; choice: the ends of its 3-7.8 % range for 2 and 3 jobs). The
+one copy: the device model's time-slicing formula and the eaco policy's prior both read it."""

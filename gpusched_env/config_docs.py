@@ -65,7 +65,7 @@ def render() -> str:
            "Every key of `conf/scenario/NAME.yaml` is listed; unknown keys are errors naming the key.", "",
            "| key | type | default | meaning |", "|---|---|---|---|"]
     for key, tp, default, doc in _rows(Scenario, "scenario"):
-        out.append(f"| `{key}` | `{tp}` | {f'`{default}`' if default else ''} | {doc.replace('|', '/')} |")
+        out.append(f"| `{key}` | `{tp.replace('|', 'or')}` | {f'`{default}`' if default else ''} | {doc.replace('|', '/')} |")
     return "\n".join(out) + "\n"
 
 

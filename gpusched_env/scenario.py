@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from gpusched_env.cluster.model import SimModel
 from gpusched_env.config_util import ConfigError, from_dict
 from gpusched_env.data import data_path
-from gpusched_env.simulator import SimModel
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
 
@@ -115,7 +115,7 @@ class Scenario:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     model: SimModel = field(default_factory=SimModel)
-    round_s: float = 360.0  # round length for round-based policies (PAL/Blox default)
+    round_s: float | None = 360.0  # round length of round-based policies (PAL/Blox default); null = each policy's own
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-policy parameters
     default_policies: list[str] = field(default_factory=list)  # policies run when none are given
     paper: list[PaperClaim] = field(default_factory=list)  # published claims to reproduce
@@ -127,6 +127,13 @@ class Scenario:
         if w.kind != "pal":
             return [self.name]
         return list(w.names) if w.names else [Path(p).stem for p in w.paths]
+
+    def round_for(self, policy: str) -> float | None:
+        """The round length ``policy`` runs with: ``policies.<policy>.round_s`` where the scenario
+        sets one, else ``round_s``; None means the policy's own default (``round_s: null``). The
+        one place a round length is chosen."""
+        rs = self.policies.get(policy, {}).get("round_s", self.round_s)
+        return None if rs is None else float(rs)
 
 
 def load_scenario(name_or_cfg: str | dict[str, Any], overrides: dict[str, Any] | None = None) -> Scenario:

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.report import write_json_atomic
 from gpusched_env.config_util import ConfigError, from_dict
-from gpusched_env.report import write_json_atomic
 from real.backend import RealBackend, RealConfig
 from real.config import (
     DevicesConf,

@@ -15,9 +15,10 @@ from collections.abc import Callable
 import numpy as np
 
 from gpusched_env.catalog import ModelSpec
+from gpusched_env.cluster.model import SimModel
+from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.metrics import RunResult, compute_metrics
 from gpusched_env.policy import Policy, run_policy
-from gpusched_env.simulator import SimModel, Simulator
 from real.config import RealWorkload, perf_class
 from real.nets import build
 from real.profile import ProfileResult

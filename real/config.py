@@ -122,9 +122,9 @@ def build_devices(cfg: DevicesConf, commands: str, log_path: Path | None) -> tup
 
 
 def make_policy(name: str, scn: Any, seed: int, agent_path: str | None, kwargs: dict[str, Any]) -> Policy:
-    """A policy exactly as gpusched-bench builds it (:func:`gpusched_env.bench.make_policy`); bad
+    """A policy exactly as gpusched-bench builds it (:func:`bench.runner.make_policy`); bad
     names or parameters become errors naming the config key."""
-    from gpusched_env.bench import make_policy as bench_policy
+    from bench.runner import make_policy as bench_policy
 
     if name == "agent" and not agent_path:
         raise ConfigError("agent_path: policy=agent needs agent_path=FILE (a model.zip from gpusched-train)")

@@ -7,7 +7,7 @@ For each catalogue model and each repeat, one short fixed benchmark (``warmup_it
 - ``profile_runs.csv``: one row per (device, model, repeat): iter_s, startup_s (spawn to first
   iteration: interpreter, torch import, model build).
 - ``profile.csv``: ``gpu,node,A,B,C,D``, per-class slowdown normalised to the median device (1.0 =
-  median, > 1 slower), the format ``gpusched_env.variability.load_profile`` reads. A class with no
+  median, > 1 slower), the format ``gpusched_env.cluster.variability.load_profile`` reads. A class with no
   catalogue model gets the device's mean factor over the measured classes.
 - ``models.json``: {model: base_iter_s on the median device}; ``profile_meta.json``: settings,
   device names, median start-up time.
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gpusched_env.report import write_atomic, write_json_atomic
+from bench.report import write_atomic, write_json_atomic
+from gpusched_env.cluster.variability import load_profile
 from gpusched_env.topology import Topology
 from gpusched_env.types import PERF_CLASSES
-from gpusched_env.variability import load_profile
 from real.config import perf_class
 from real.devices import Devices
 from real.launcher import NodeAgent

@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from bench.report import results_document, write_json_atomic
 from gpusched_env.metrics import RunResult, compute_metrics
 from gpusched_env.policy import Policy, run_policy
-from gpusched_env.report import results_document, write_json_atomic
 from real.backend import RealBackend, RealConfig
 from real.commands import CommandRunner
 from real.config import RealWorkload

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.runner import run_tasks, tasks_for
 from gpusched_env import data as data_mod
-from gpusched_env.bench import run_tasks, tasks_for
 from gpusched_env.scenario import build_workloads, load_scenario
 
 BIN = Path(sys.executable).parent
@@ -44,7 +44,7 @@ def test_bench_cli_writes_results(tmp_path):
 
 
 def test_unknown_table_metric_is_a_named_error():
-    from gpusched_env.report import print_report
+    from bench.report import print_report
 
     doc = {"scenario": "toy", "seeds": [0],
            "policies": {"fifo": {"metrics": {"avg_jct_s": 1.0}, "per_seed": [{"metrics": {"avg_jct_s": 1.0}}]}}}
@@ -76,16 +76,25 @@ def test_missing_data_names_file_and_remedy(monkeypatch, tmp_path):
 
 
 def test_workload_subset():
-    from gpusched_env.bench import aggregate
+    from bench.runner import aggregate
 
     scn = load_scenario("pal_philly")
     tasks = tasks_for(scn, ["fifo"], [0], [6, 7])
     assert [t.workload for t in tasks] == [6, 7]
     with pytest.raises(ValueError, match="out of range"):
         tasks_for(scn, ["fifo"], [0], [8])
-    from gpusched_env.bench import TaskResult
+    from bench.runner import TaskResult
 
     fake = [TaskResult(t, scn.workload_names[t.workload], {"avg_jct_s": float(t.workload)}) for t in tasks]
     block = aggregate(scn, fake, [0])
     assert [w["workload"] for w in block["fifo"]["per_workload"]] == ["workload-7", "workload-8"]
     assert block["fifo"]["metrics"]["avg_jct_s"] == 6.5
+
+
+def test_same_results_names_each_difference():
+    from bench.same_results import differences
+
+    a = {"fifo": {"metrics": {"avg_jct_s": 1.0, "wall_s": 3.0}, "per_seed": [{"seed": 0, "metrics": {"x": 1}}]}}
+    b = {"fifo": {"metrics": {"avg_jct_s": 1.5, "wall_s": 9.0}, "per_seed": [{"seed": 0, "metrics": {"x": 2}}]}}
+    assert differences(a, a) == []
+    assert differences(a, b) == ["fifo.metrics.avg_jct_s: 1.0 != 1.5", "fifo.per_seed[0].metrics.x: 1 != 2"]

@@ -7,9 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from baselines import get_policy
+from gpusched_env.cluster.model import SimModel, StragglerConfig
+from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.policy import run_policy
-from gpusched_env.simulator import SimModel, Simulator, StragglerConfig
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
 

@@ -6,19 +6,20 @@ import numpy as np
 import pytest
 
 from gpusched_env.catalog import GPUS, MODELS
+from gpusched_env.cluster.model import FailureConfig, SimModel
+from gpusched_env.cluster.simulator import Simulator
+from gpusched_env.cluster.variability import VariabilityConfig, load_profile, sample_factors, write_profile
 from gpusched_env.config_util import ConfigError
+from gpusched_env.device.analytic import AnalyticDevice, SharingConfig
+from gpusched_env.device.model import Tenant
 from gpusched_env.fitted import GAVEL_PAIRS, QUANTILE_GRID, VARIABILITY_QUANTILES
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.policy import run_policy
 from gpusched_env.power import gpu_power_w
 from gpusched_env.scenario import load_scenario
-from gpusched_env.device.analytic import AnalyticDevice, SharingConfig
-from gpusched_env.device.model import Tenant
-from gpusched_env.simulator import FailureConfig, SimModel, Simulator
 from gpusched_env.testing import StrictFifo
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job, Sharing, Start
-from gpusched_env.variability import VariabilityConfig, load_profile, sample_factors, write_profile
 
 DEVICE = AnalyticDevice(SharingConfig())
 WHOLE = Sharing()

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 
 from baselines import get_policy
-from gpusched_env.bench import make_policy, simulate, with_run_time
+from bench.runner import make_policy, simulate, with_run_time
 from gpusched_env.catalog import GPUS, model_spec
+from gpusched_env.cluster.model import SimModel
+from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.fitted import NODE_BASE_W
 from gpusched_env.metrics import J_PER_KWH, compute_metrics
 from gpusched_env.policy import run_policy
 from gpusched_env.scenario import WorkloadConfig, build_workloads, load_scenario, with_slos
-from gpusched_env.simulator import SimModel, Simulator
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
 

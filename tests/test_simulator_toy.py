@@ -5,15 +5,16 @@ from __future__ import annotations
 import pytest
 
 from gpusched_env.catalog import GPUS, MODELS
+from gpusched_env.cluster.model import SimModel
+from gpusched_env.cluster.simulator import Simulator
+from gpusched_env.cluster.variability import VariabilityConfig
 from gpusched_env.fitted import NODE_BASE_W
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import J_PER_KWH, compute_metrics
 from gpusched_env.policy import run_policy
-from gpusched_env.simulator import SimModel, Simulator
 from gpusched_env.testing import StrictFifo
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
-from gpusched_env.variability import VariabilityConfig
 
 T = MODELS["resnet50"].base_iter_s  # 0.1754 s per iteration on a V100
 NO_VAR = SimModel(variability=VariabilityConfig(mode="none"))

@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from gpusched_env.catalog import EACO_COLO_SLOWDOWN
 from gpusched_env.device.model import DeviceOutcome, Tenant, TenantOutcome
 from gpusched_env.fitted import GAVEL_PAIRS
 
 
 def _default_count_slowdown() -> list[float]:
-    return [1.0, 1.03, 1.078, 1.19]
+    return list(EACO_COLO_SLOWDOWN)
 
 
 @dataclass(frozen=True)

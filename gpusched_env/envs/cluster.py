@@ -9,29 +9,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW, DecisionBuilder, JobCache, obs_size
-from gpusched_env.envs.options import OPTION_NAMES, OptionSet
+from gpusched_env.envs.options import DEFAULT_PLACEMENTS, OPTION_NAMES, OptionSet, PlacementFactory
 from gpusched_env.metrics import J_PER_KWH, RunResult
 from gpusched_env.policy import Policy
 from gpusched_env.scenario import Scenario, build_workloads, load_scenario, sim_seed
-from gpusched_env.simulator import Simulator
 from gpusched_env.types import Decision, Job
 from gpusched_env.view import ClusterView
-
-
-class _FinishTap:
-    """Records tracked completions (the simulator's ``checker`` hook; checks nothing)."""
-
-    __slots__ = ("finished",)
-
-    def __init__(self) -> None:
-        self.finished: list[int] = []
-
-    def check(self, state: object, now: float, energy_j: float, idle_floor_j: float) -> None:
-        return None
-
-    def on_finish(self, job_id: int) -> None:
-        self.finished.append(job_id)
 
 
 class _JctIntegral:
@@ -57,7 +42,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     """
     ## Description
 
-    A calibrated GPU cluster (:class:`gpusched_env.simulator.Simulator`) running one workload of a
+    A calibrated GPU cluster (:class:`gpusched_env.cluster.simulator.Simulator`) running one workload of a
     scenario (``conf/scenario/NAME.yaml``). Decision points are scheduling events: job arrivals,
     completions, node failures/repairs and round ticks every ``round_s`` seconds. At a decision
     point the agent starts queued jobs one action at a time until it picks "done" or no placement
@@ -118,7 +103,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     all), ``run_seeds`` (pool of run seeds or None), ``queue_slots`` K (16), ``fifo_slots`` (8),
     ``options`` (names), ``reward_scale``, ``energy_weight``, ``slo_weight``, ``invalid_penalty``,
     ``max_actions_per_decision`` (64), ``max_steps`` (None), ``round_s`` (scenario's), ``pal``
-    (PAL placement parameters, default the scenario's ``policies.pal``).
+    (PAL placement parameters, default the scenario's ``policies.pal``), ``placements`` (factory of
+    the exclusive placement options or its ``"module:function"`` path; default the heuristics' own,
+    ``baselines.env_options:exclusive_placements``).
 
     Heuristic passthrough: ``reset(options={"passthrough": True, "round_s": ..., "events": ...})``
     stops at every decision point of the policy's schedule and :meth:`step_decisions` applies any
@@ -148,6 +135,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         round_s: float | None = None,
         pal: dict[str, Any] | None = None,
         workload_cache: int = 8,
+        placements: str | PlacementFactory = DEFAULT_PLACEMENTS,
     ) -> None:
         super().__init__()
         self.scn = load_scenario(scenario) if isinstance(scenario, str) else scenario
@@ -163,7 +151,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.fifo_slots = int(fifo_slots)
         pal_params = dict(self.scn.policies.get("pal", {})) if pal is None else dict(pal)
         pal_params.pop("round_s", None)
-        self.option_set = OptionSet(tuple(options), pal_params)
+        self.option_set = OptionSet(tuple(options), pal_params, placements)
         self._shares = bool(self.scn.cluster.max_jobs_per_gpu > 1 and not self.option_set.exclusive.all())
         self.reward_scale = float(reward_scale)
         self.energy_weight = float(energy_weight)
@@ -171,7 +159,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.invalid_penalty = float(invalid_penalty)
         self.max_actions_per_decision = int(max_actions_per_decision)
         self.max_steps = max_steps
-        self.default_round_s = self.scn.round_s if round_s is None else round_s
+        self.default_round_s = self.scn.round_for("agent") if round_s is None else round_s
         self.n_actions = self.k * len(self.option_set) + 1
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = spaces.Box(
@@ -213,10 +201,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         events = bool(opts.get("events", True)) or not self._passthrough
         self.workload_name, jobs = self._workload(run_seed, wl)
         self.workload_index, self.run_seed = wl, run_seed
-        self._tap = _FinishTap()
+        self._seen_done = 0  # completions of sim.completed already rewarded
         self.sim = Simulator(
-            self.topo, jobs, self.scn.model, seed=sim_seed(run_seed), checker=self._tap,  # type: ignore[arg-type]
-            max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
+            self.topo, jobs, self.scn.model, seed=sim_seed(run_seed), max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
         )
         self._jobs.clear()
         self._jobs.fill(jobs, self.topo, whole_run=True)
@@ -272,14 +259,15 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         assert sim is not None
         now = float(sim.env.now)
         misses = 0
-        for jid in self._tap.finished:
+        done = sim.completed
+        for jid in done[self._seen_done:]:
             if jid in self._tracked:
                 rec = sim.records[jid]
                 assert rec.finish_s is not None
                 self._jct.finish(rec.finish_s)
                 if rec.deadline_met is False:
                     misses += 1
-        self._tap.finished.clear()
+        self._seen_done = len(done)
         s = self._jct.at(now)
         r = -(s - self._s) * self.reward_scale
         self._s = s

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from baselines.ordering import base_iter_s
-from baselines.placement import PlacementContext
+from gpusched_env.catalog import base_iter_s
 from gpusched_env.envs.kernels import GLOBAL_FEATURES, NODE_FEATURES, SLOT_FEATURES, fill_observation
 from gpusched_env.envs.options import OptionSet, WorkingState
+from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView

@@ -15,10 +15,11 @@ name                   placement
                        on exclusive clusters, ``max_jobs_per_gpu = 1``: the N fastest free GPUs)
 =====================  ==========================================================================
 
-The exclusive options reuse the placement functions of :mod:`baselines` (one implementation, no
-copy). This is the only place under ``gpusched_env`` that imports :mod:`baselines`: the env is a
-consumer layer above the simulator (the simulator itself never imports a policy), and placement
-helpers are the env's action vocabulary, not a scheduling policy.
+The exclusive options are the heuristics' own placements (one implementation, no copy), injected:
+the env never imports a policy. :data:`DEFAULT_PLACEMENTS` names the factory that builds them
+(``baselines.env_options:exclusive_placements``); it is resolved when an env is built, and an env
+given ``placements=`` (a factory or its dotted path) uses another vocabulary. ``least_interference``
+is the env's own.
 
 Validity: every exclusive option succeeds exactly when the job has at least N eligible free GPUs
 (PAL's last L x V entry and PM-First fall back to all eligible GPUs), so the action mask needs only
@@ -27,16 +28,33 @@ counts; ``least_interference`` succeeds when N GPUs have a free job slot and eno
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from baselines.pal import make_pal, make_pm_first
-from baselines.placement import GpuSet, PackedPlacement, Placement, PlacementContext, SpreadPlacement
+from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.types import Job
 
 OPTION_NAMES: tuple[str, ...] = ("pal", "pm_first", "packed", "spread", "least_interference")
 EXCLUSIVE: frozenset[str] = frozenset({"pal", "pm_first", "packed", "spread"})
+DEFAULT_PLACEMENTS = "baselines.env_options:exclusive_placements"
+
+PlacementFactory = Callable[[dict[str, Any]], Mapping[str, Placement]]
+"""``factory(pal_params) -> {option name: placement}`` for the exclusive options."""
+
+
+def resolve_placements(factory: str | PlacementFactory) -> PlacementFactory:
+    """A placement factory, or the one a ``"module:function"`` path names (ValueError if none)."""
+    if not isinstance(factory, str):
+        return factory
+    module, _, attr = factory.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"placements: cannot load {factory!r} (expected 'module:function'): {e}") from e
+    return found  # type: ignore[no-any-return]
 
 
 class WorkingState:
@@ -85,19 +103,19 @@ def _least_interference(job: Job, ws: WorkingState) -> GpuSet | None:
 class OptionSet:
     """The env's placement options, in action order (``names``)."""
 
-    def __init__(self, names: tuple[str, ...] | list[str] = OPTION_NAMES, pal: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, names: tuple[str, ...] | list[str] = OPTION_NAMES, pal: dict[str, Any] | None = None,
+        placements: str | PlacementFactory = DEFAULT_PLACEMENTS,
+    ) -> None:
         names = tuple(names)
         unknown = [n for n in names if n not in OPTION_NAMES]
         if unknown or not names or len(set(names)) != len(names):
             raise ValueError(f"placement options must be distinct names from {OPTION_NAMES}, got {names}")
         self.names = names
-        pal = dict(pal or {})
-        table: dict[str, Placement] = {
-            "pal": make_pal(**pal).placement,
-            "pm_first": make_pm_first(**{k: v for k, v in pal.items() if k in ("k1", "outlier_sigma")}).placement,
-            "packed": PackedPlacement(),
-            "spread": SpreadPlacement(),
-        }
+        table = resolve_placements(placements)(dict(pal or {}))
+        missing = [n for n in names if n in EXCLUSIVE and n not in table]
+        if missing:
+            raise ValueError(f"placements: the factory gives no placement for option(s) {missing}")
         self._placements: list[Placement | None] = [table.get(n) for n in names]
         self.exclusive = np.array([n in EXCLUSIVE for n in names], dtype=bool)
         self.all_exclusive = bool(self.exclusive.all())

@@ -10,7 +10,7 @@ import pytest
 
 import gpusched_env  # noqa: F401  (registers the envs)
 from agents.bc import make_teacher
-from gpusched_env.bench import simulate
+from bench.runner import simulate
 from gpusched_env.data import DataMissing
 from gpusched_env.envs import ClusterEnv, run_policy_in_env
 from gpusched_env.metrics import compute_metrics
@@ -151,7 +151,8 @@ def test_return_is_minus_total_jct():
 def test_placement_options_reproduce_the_heuristics_choices():
     """Option ``packed`` gives exactly packed_gpus; ``pal`` gives PAL's placement."""
     from baselines.pal import make_pal
-    from baselines.placement import PlacementContext, packed_gpus
+    from baselines.placement import packed_gpus
+    from gpusched_env.placement import PlacementContext
 
     env = _make()
     u = env.unwrapped
@@ -181,7 +182,7 @@ def test_heuristic_through_env_equals_bench(name):
 
 def test_heuristic_through_env_equals_bench_run_task():
     """Same check through gpusched-bench's own task runner (its make_policy)."""
-    from gpusched_env.bench import Task, make_policy, run_task, with_run_time
+    from bench.runner import Task, make_policy, run_task, with_run_time
 
     scn = load_scenario(SCN)
     env = gym.make("gpusched/Cluster-v0", scenario=scn)

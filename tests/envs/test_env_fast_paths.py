@@ -15,15 +15,16 @@ import numpy as np
 import pytest
 
 import gpusched_env  # noqa: F401  (registers the envs)
+from gpusched_env.cluster.model import FailureConfig, SimModel
+from gpusched_env.cluster.simulator import Simulator
+from gpusched_env.cluster.variability import VariabilityConfig
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.envs.observe import DecisionBuilder
 from gpusched_env.policy import run_policy
 from gpusched_env.scenario import load_scenario
-from gpusched_env.simulator import FailureConfig, SimModel, Simulator
 from gpusched_env.testing import StrictFifo
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
-from gpusched_env.variability import VariabilityConfig
 
 
 def _with_failures(name: str):

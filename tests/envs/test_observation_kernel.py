@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 
 import gpusched_env  # noqa: F401  (registers the envs)
-from baselines.ordering import base_iter_s
+from gpusched_env.catalog import base_iter_s
+from gpusched_env.cluster.model import FailureConfig, SimModel
+from gpusched_env.cluster.simulator import Simulator
+from gpusched_env.cluster.variability import VariabilityConfig
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.envs.observe import DecisionBuilder, JobCache
 from gpusched_env.envs.options import OptionSet
 from gpusched_env.scenario import load_scenario
-from gpusched_env.simulator import FailureConfig, SimModel, Simulator
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job, Start
-from gpusched_env.variability import VariabilityConfig
 
 
 def _reference(b: DecisionBuilder) -> np.ndarray:

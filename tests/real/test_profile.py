@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 from realtest_helpers import TINY, Fifo, tiny_workload
 
+from gpusched_env.cluster.model import SimModel
+from gpusched_env.cluster.simulator import Simulator
+from gpusched_env.cluster.variability import VariabilityConfig, load_profile, sample_factors
 from gpusched_env.metrics import compute_metrics
-from gpusched_env.simulator import SimModel, Simulator
-from gpusched_env.variability import VariabilityConfig, load_profile, sample_factors
 from real.compare import errors, simulate
 from real.config import DevicesConf, build_devices
 from real.launcher import LocalNodeAgent

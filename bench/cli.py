@@ -18,8 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gpusched_env.bench import TaskResult, aggregate, paper_values, run_tasks, simulate, tasks_for
-from gpusched_env.report import (
+from bench.report import (
     plot,
     print_report,
     results_csv,
@@ -28,6 +27,7 @@ from gpusched_env.report import (
     write_atomic,
     write_json_atomic,
 )
+from bench.runner import TaskResult, aggregate, paper_values, run_tasks, simulate, tasks_for
 from gpusched_env.scenario import CONF_DIR, Scenario, build_workloads, load_scenario
 
 CLASSIC = ["fifo", "sjf", "srtf", "las", "tiresias", "gandiva", "packed_sticky", "packed_nonsticky",
@@ -94,7 +94,7 @@ def run_perf(cfg: DictConfig, console: Console) -> dict[str, Any]:
     """Replay speed: load + simulate the scenario with each policy ``perf_repeats`` times, one core."""
     scn = scenario_from_cfg(cfg)
     policies = [str(p) for p in cfg.policies] if cfg.policies else ["fifo"]
-    from gpusched_env.bench import make_policy
+    from bench.runner import make_policy
 
     rows = []
     for p in policies:

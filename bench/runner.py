@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult, compute_metrics
 from gpusched_env.policy import Policy, run_policy
 from gpusched_env.scenario import Scenario, build_workloads, run_rngs, sim_seed
-from gpusched_env.simulator import Simulator
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job
 
@@ -53,8 +53,9 @@ def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = No
     accepted = policy_params(name)
     if "rng" in accepted:
         params.setdefault("rng", run_rngs(seed)["policy"])
-    if "round_s" in accepted:
-        params.setdefault("round_s", scn.round_s)  # the scenario's round length, unless set per policy
+    rs = scn.round_for(name)
+    if "round_s" in accepted and rs is not None:
+        params.setdefault("round_s", rs)
     return get_policy(name, **params)
 
 

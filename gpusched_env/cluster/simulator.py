@@ -1,0 +1,443 @@
+"""The discrete-event cluster simulator: one implementation of the backend protocol (SimPy).
+
+This module is the event loop and the job bookkeeping; the rest of the cluster model is in its
+neighbours: job speed (:mod:`.speed`: variability, co-location via the device model, locality),
+power and energy (:mod:`.energy`), and the stochastic processes (:mod:`.processes`).
+Progress is integrated exactly between events; a job's completion event is armed for its current
+speed (moved earlier when it speeds up, re-armed when it fires early after a slowdown).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from gpusched_env.allocation import Applied, ClusterState
+from gpusched_env.catalog import ModelSpec, model_spec
+from gpusched_env.cluster.energy import PowerLedger
+from gpusched_env.cluster.model import SimModel
+from gpusched_env.cluster.processes import Stragglers, drift_process, failure_process
+from gpusched_env.cluster.speed import DataParallelSpeed
+from gpusched_env.cluster.variability import sample_factors
+from gpusched_env.device.analytic import AnalyticDevice
+from gpusched_env.invariants import InvariantChecker
+from gpusched_env.metrics import RunResult
+from gpusched_env.topology import Topology
+from gpusched_env.types import Decision, Job, JobRecord
+from gpusched_env.view import ClusterView, JobProgress, readonly
+
+
+@dataclass
+class _Run:
+    """Dynamic state of one running job."""
+
+    iter_s: float = 0.0  # current seconds per iteration
+    power_w: float = 0.0
+    last_t: float = 0.0
+    resume_at: float = 0.0
+    version: int = 0
+    loc_mult: float = 1.0
+    comm_s: float = 0.0
+    due: float = 0.0  # completion time at the current speed
+    armed_at: float | None = None  # time of the pending completion event
+    util: float = 1.0  # the job's utilisation of a GPU it has alone, in [0, 1]
+
+
+class Simulator:
+    """SimPy cluster simulator implementing :class:`gpusched_env.policy.Backend`.
+
+    ``completed`` lists finished job ids in completion order (consumers such as the env read it).
+    """
+
+    def __init__(
+        self,
+        topology: Topology,
+        jobs: list[Job],
+        model: SimModel | None = None,
+        seed: int = 0,
+        slowdown_profile: np.ndarray | None = None,
+        models: dict[str, ModelSpec] | None = None,
+        checker: InvariantChecker | None = None,
+        max_jobs_per_gpu: int = 4,
+    ) -> None:
+        self.topology = topology
+        self.model = model or SimModel()
+        self.models = dict(models or {})
+        self._spec_cache: dict[str, ModelSpec] = {}
+        ss = np.random.SeedSequence(seed)
+        (rng_var, self._rng_drift, self._rng_strag, self._rng_fail) = (np.random.default_rng(s) for s in ss.spawn(4))
+        factors = (
+            np.asarray(slowdown_profile, dtype=float)
+            if slowdown_profile is not None
+            else sample_factors(topology.n_gpus, self.model.variability, rng_var)
+        )
+        self.visible_slowdown = factors.copy()
+        self.state = ClusterState(topology, max_jobs_per_gpu)
+        self.speed = DataParallelSpeed(
+            topology, self.state, AnalyticDevice(self.model.sharing), self.model.locality, factors, self.spec
+        )
+        self.power = PowerLedger(topology, self.model.power, self.model.timeline)
+        self.env = simpy.Environment()
+        self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
+        self._check_jobs()
+        self.records: dict[int, JobRecord] = {j.job_id: JobRecord(j) for j in self.jobs}
+        self.done: dict[int, float] = {j.job_id: 0.0 for j in self.jobs}
+        self.attained: dict[int, float] = {j.job_id: 0.0 for j in self.jobs}
+        self.runs: dict[int, _Run] = {}
+        self.completed: list[int] = []
+        self._tracked_left = sum(1 for j in self.jobs if j.tracked)
+        self._trigger = False
+        self._events = True
+        self.checker = checker
+        self._last_gpus: dict[int, tuple[int, ...]] = {}
+        self._round_s: float | None = None
+        self._next_wake = -math.inf  # the round boundary wake_next_round last scheduled
+        self._idle_points = 0
+        self.deadlocked = False
+        self._first_arrival = self.jobs[0].arrival_s if self.jobs else 0.0
+        self._last_finish = 0.0
+        self._arrivals_done = False
+        self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _check_jobs(self) -> None:
+        n = self.topology.n_gpus
+        for j in self.jobs:
+            if j.num_gpus > n:
+                raise ValueError(f"job {j.job_id} needs {j.num_gpus} GPUs; the cluster has {n}")
+            self.spec(j.model)
+
+    def spec(self, model: str) -> ModelSpec:
+        spec = self._spec_cache.get(model)
+        if spec is None:
+            spec = self._spec_cache[model] = self.models.get(model) or model_spec(model)
+        return spec
+
+    # -- backend protocol --------------------------------------------------------------------
+    def start(self, round_s: float | None, events: bool = True, ticks: bool = True) -> None:
+        """Begin the run. ``round_s`` sets the round grid (ticks, completions at round boundaries);
+        ``ticks=False`` keeps the grid but makes no tick a decision point by itself (see
+        :meth:`wake_at`)."""
+        self._events = events
+        if self.jobs:
+            self.env.timeout(self.jobs[0].arrival_s).callbacks.append(lambda _e: self._arrive(0))
+        else:
+            self._arrivals_done = True
+        if round_s and ticks:
+            self.env.process(self._ticks(round_s))
+        m = self.model
+        if m.stragglers.enabled:
+            Stragglers(self, m.stragglers, self.topology.n_gpus, self._rng_strag)
+        if m.variability.drift_sigma > 0:
+            self.env.process(drift_process(self, m.variability, self.speed.factors, self._rng_drift))
+        if m.failures.mtbf_h:
+            for node in range(self.topology.n_nodes):
+                self.env.process(failure_process(self, m.failures, node, self._rng_fail))
+        self._round_s = round_s
+
+    def advance(self, wake: Callable[[], bool] | None = None) -> bool:
+        """Run to the next decision point; False when the run is over.
+
+        ``wake`` (optional) filters decision points: one where it returns False is passed over
+        without returning (the env uses it to skip points at which no start is possible).
+        """
+        env = self.env
+        while True:
+            if self._tracked_left == 0 or env.peek() == math.inf:
+                self.power.account(env.now)
+                return False
+            t = env.peek()
+            self._trigger = False
+            while env.peek() == t:
+                env.step()
+            self._check()
+            if self._trigger:
+                if self._stalled():
+                    self.deadlocked = True
+                    self.power.account(env.now)
+                    return False
+                if wake is None or wake():
+                    return True
+
+    def wake_at(self, t: float) -> None:
+        """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
+        if t > self.env.now:
+            self.env.timeout(t - self.env.now).callbacks.append(self._wake)
+
+    def wake_next_round(self) -> None:
+        """Make the first round boundary after now a decision point (once, however often asked);
+        for a run started with ``ticks=False``. No-op without a round length."""
+        r = self._round_s
+        if not r:
+            return
+        now, first = float(self.env.now), self._first_arrival
+        tick = first + (math.floor((now - first) / r) + 1) * r
+        if tick != self._next_wake:
+            self.wake_at(tick)
+            self._next_wake = tick
+
+    def _wake(self, _e: object) -> None:
+        self._trigger = True
+
+    def _stalled(self) -> bool:
+        """True when nothing runs, nothing more arrives, and the policy keeps starting nothing."""
+        if self.runs or len(self.state.jobs) < self._tracked_left or not self.state.pending:
+            self._idle_points = 0
+            return False
+        if self.state.all_up and self._arrivals_done:
+            self._idle_points += 1
+        return self._idle_points > 3
+
+    def view(self) -> ClusterView:
+        if self._ro is None:
+            p = self.power
+            self._ro = (readonly(self.visible_slowdown), readonly(p.gpu_power), readonly(p.gpu_util))
+        slow, power, util = self._ro
+        return ClusterView(self.state, self.env.now, slow, self.progress, power, util)
+
+    def apply(self, decisions: list[Decision]) -> None:
+        now = self.env.now
+        applied = self.state.apply(decisions, now)
+        if not applied.touched_gpus_empty:
+            self._idle_points = 0
+        self._on_applied(applied, now)
+        self._check()
+
+    def _check(self) -> None:
+        if self.checker is not None:
+            now = self.env.now
+            self.checker.check(self.state, now, self.energy_now(), self.power.min_power * now)
+
+    def energy_now(self) -> float:
+        """Cluster energy (J) up to now."""
+        return self.power.energy_now(self.env.now)
+
+    # -- progress ----------------------------------------------------------------------------
+    def progress(self, job_id: int) -> JobProgress:
+        job = self.state.jobs[job_id]
+        run = self.runs.get(job_id)
+        done = self.done[job_id]
+        attained = self.attained[job_id]
+        rate = 0.0
+        if run is not None:
+            dt = max(0.0, self.env.now - max(run.last_t, run.resume_at))
+            done += dt / run.iter_s
+            attained += (self.env.now - run.last_t) * job.num_gpus
+            rate = 1.0 / run.iter_s
+        rec = self.records[job_id]
+        return JobProgress(done, max(0.0, job.work_iters - done), attained, rate, rec.restarts)
+
+    def _settle(self, job_id: int, now: float) -> None:
+        """Bring a running job's progress, service and energy up to ``now``."""
+        run = self.runs[job_id]
+        job = self.state.jobs[job_id]
+        dt = now - run.last_t
+        if dt > 0:
+            work_dt = max(0.0, now - max(run.last_t, run.resume_at))
+            self.done[job_id] = min(job.work_iters, self.done[job_id] + work_dt / run.iter_s)
+            self.attained[job_id] += dt * job.num_gpus
+            rec = self.records[job_id]
+            rec.gpu_seconds += dt * job.num_gpus
+            rec.energy_j += dt * run.power_w
+        run.last_t = now
+
+    # -- state changes -----------------------------------------------------------------------
+    def _on_applied(self, applied: Applied, now: float) -> None:
+        touched: set[int] = set()
+        for jid in applied.preempted:
+            self._stop_run(jid, now, touched)
+            self.records[jid].preemptions += 1
+        for jid in applied.migrated:
+            self._stop_run(jid, now, touched)
+            self.records[jid].migrations += 1
+        for jid in applied.migrated + applied.started:
+            self._start_run(jid, now, touched)
+        self._refresh(touched, now)
+
+    def _start_run(self, jid: int, now: float, touched: set[int]) -> None:
+        rec = self.records[jid]
+        restarted = rec.first_start_s is not None
+        if rec.first_start_s is None:
+            rec.first_start_s = now
+        if restarted:
+            rec.restarts += 1
+        cost = self.model.restart_cost_s if restarted else self.model.start_cost_s
+        gpus = self.state.running[jid].gpus
+        job = self.state.jobs[jid]
+        mult, comm = self.speed.placement_cost(job, gpus)
+        self.runs[jid] = _Run(
+            last_t=now, resume_at=now + cost, loc_mult=mult, comm_s=comm,
+            util=min(1.0, max(0.0, self.spec(job.model).util)),
+        )
+        touched.update(gpus)
+
+    def _stop_run(self, jid: int, now: float, touched: set[int]) -> None:
+        """Settle a job leaving its GPUs (the allocation is already released in the state)."""
+        self._settle(jid, now)
+        run = self.runs.pop(jid)
+        run.version += 1
+        touched.update(self._last_gpus.pop(jid, ()))
+
+    def _refresh(self, gpus: set[int], now: float) -> None:
+        """Recompute power, utilisation and the speed of every job on ``gpus``."""
+        if not gpus:
+            return
+        self.power.account(now)
+        state, runs, speed = self.state, self.runs, self.speed
+        resident, running = state.resident, state.running
+        jobs: set[int] = set()
+        for g in gpus:
+            jobs.update(resident[g])
+        for jid in jobs:
+            if jid in runs:
+                self._settle(jid, now)
+        loads: list[tuple[int, float | None]] = []
+        for g in gpus:
+            here = resident[g]
+            loads.append((g, speed.gpu_util(g, runs[here[0]].util) if here else None))
+        self.power.set_loads(loads)
+        power_l = self.power.power_l
+        for jid in jobs:
+            run = runs.get(jid)
+            if run is None:
+                continue
+            alloc = running[jid]
+            self._last_gpus[jid] = alloc.gpus
+            run.iter_s = speed.iter_time(state.jobs[jid], alloc, run.loc_mult, run.comm_s)
+            watts = 0.0  # the job's share of each of its GPUs' power
+            for g in alloc.gpus:
+                watts += power_l[g] / len(resident[g])
+            run.power_w = watts
+            self._schedule_completion(jid, run, now)
+        self.power.mark(now)
+
+    def _schedule_completion(self, jid: int, run: _Run, now: float) -> None:
+        """Set the job's completion time. An armed event that would fire no later than the new time
+        is kept (it re-arms itself when it fires early), so a slowdown costs no new event."""
+        left = self.state.jobs[jid].work_iters - self.done[jid]
+        delay = max(0.0, run.resume_at - now) + max(0.0, left) * run.iter_s
+        if self.model.completion_at_round and self._round_s:
+            # PAL's simulator notices completions at round boundaries (CALIBRATION.md)
+            origin = self._first_arrival
+            k = math.ceil((now + delay - origin) / self._round_s - 1e-9)
+            delay = origin + k * self._round_s - now
+        run.due = now + delay
+        if run.armed_at is not None and run.armed_at <= run.due:
+            return
+        run.version += 1
+        self._arm(jid, run, delay)
+
+    def _arm(self, jid: int, run: _Run, delay: float) -> None:
+        run.armed_at = self.env.now + delay
+        version = run.version
+        self.env.timeout(delay).callbacks.append(lambda _e: self._complete(jid, run, version))
+
+    # -- events ------------------------------------------------------------------------------
+    def _complete(self, jid: int, run: _Run, version: int) -> None:
+        if run.version != version or self.runs.get(jid) is not run:
+            return
+        now = self.env.now
+        if run.due > now:  # slowed down since the event was armed: fire again when really done
+            self._arm(jid, run, run.due - now)
+            return
+        self.power.account(now)
+        self._settle(jid, now)
+        job = self.state.jobs[jid]
+        self.done[jid] = job.work_iters
+        alloc = self.state.finish(jid)
+        del self.runs[jid]
+        self._last_gpus.pop(jid, None)
+        rec = self.records[jid]
+        rec.finish_s = now
+        if job.deadline_s is not None:
+            rec.deadline_met = now <= job.deadline_s + 1e-9
+        if job.tracked:
+            self._tracked_left -= 1
+            self._last_finish = max(self._last_finish, now)
+        self._refresh(set(alloc.gpus), now)
+        self._trigger |= self._events
+        self.completed.append(jid)
+        if self.checker is not None:
+            self.checker.on_finish(jid)
+
+    def _arrive(self, i: int) -> None:
+        """Submit job ``i`` (and any job arriving at the same instant); schedule the next arrival."""
+        jobs = self.jobs
+        t = jobs[i].arrival_s
+        while i < len(jobs) and jobs[i].arrival_s == t:
+            self.state.submit(jobs[i])
+            i += 1
+        self._trigger |= self._events
+        if i < len(jobs):
+            self.env.timeout(jobs[i].arrival_s - self.env.now).callbacks.append(lambda _e: self._arrive(i))
+        else:
+            self._arrivals_done = True
+
+    def _ticks(self, round_s: float) -> Generator[simpy.Event, None, None]:
+        env = self.env
+        if self.jobs:
+            yield env.timeout(self.jobs[0].arrival_s)
+        while True:
+            self._trigger = True
+            yield env.timeout(round_s)
+
+    # -- process hooks (gpusched_env.cluster.processes.Host) ---------------------------------
+    def set_straggle(self, g: int, factor: float) -> None:
+        """A transient slowdown starts or ends on GPU ``g``: only the speed of its jobs changes."""
+        self.speed.set_straggle(g, factor)
+        now = self.env.now
+        for jid in self.state.resident[g]:
+            run = self.runs[jid]
+            self._settle(jid, now)
+            run.iter_s = self.speed.iter_time(self.state.jobs[jid], self.state.running[jid], run.loc_mult, run.comm_s)
+            self._schedule_completion(jid, run, now)
+
+    def set_factors(self, factors: np.ndarray) -> None:
+        """The variability factors drifted: every job's speed changes."""
+        self.power.account(self.env.now)
+        self.speed.set_factors(factors)
+        self._refresh(set(range(self.topology.n_gpus)), self.env.now)
+
+    def fail_node(self, node: int, checkpoint_interval_s: float) -> None:
+        """Node ``node`` fails: its jobs lose the work since their last checkpoint and requeue."""
+        now = self.env.now
+        self.power.account(now)
+        gpus = list(self.topology.node_gpus(node))
+        victims = sorted({j for g in gpus for j in self.state.resident[g]})
+        touched: set[int] = set()
+        for jid in victims:
+            iter_s = self.runs[jid].iter_s
+            alloc = self.state.release(jid)
+            self._stop_run(jid, now, touched)
+            touched.update(alloc.gpus)
+            lost_t = (now - alloc.since_s) % checkpoint_interval_s
+            self.done[jid] = max(0.0, self.done[jid] - lost_t / iter_s)
+            self.state.requeue(jid)
+            self.records[jid].preemptions += 1
+        self.state.set_up(gpus, False)
+        self._refresh(touched, now)
+        self._trigger = True
+
+    def repair_node(self, node: int) -> None:
+        self.power.account(self.env.now)
+        self.state.set_up(list(self.topology.node_gpus(node)), True)
+        self._trigger = True
+
+    # -- results -----------------------------------------------------------------------------
+    def result(self) -> RunResult:
+        makespan = max(0.0, self._last_finish - self._first_arrival)
+        p = self.power
+        return RunResult(
+            records=[self.records[j.job_id] for j in self.jobs],
+            n_gpus=self.topology.n_gpus,
+            makespan_s=makespan,
+            energy_j=p.energy_j,
+            busy_gpu_s=p.busy_gpu_s,
+            idle_floor_j=p.min_power * self.env.now,
+            timeline=p.timeline,
+            span_s=max(0.0, float(self.env.now) - self._first_arrival),
+        )

@@ -1,0 +1,113 @@
+"""The job-speed seam of the cluster model and its first implementation, data-parallel training.
+
+:class:`DataParallelSpeed`: iteration time = base time of the job's model on the GPU type × max
+over its GPUs of (variability factor for its class × co-location slowdown from the device model ×
+transient straggler factor) × locality multiplier + communication time. Locality: PAL's constant
+penalty ``lf`` when a job spans nodes, or a ring all-reduce of 4 B × parameters per iteration over
+the slowest link spanned (``scenario.model.locality``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from gpusched_env.allocation import Allocation, ClusterState
+from gpusched_env.catalog import GPUS, ModelSpec
+from gpusched_env.cluster.model import LocalityConfig
+from gpusched_env.device.model import DeviceModel, Tenant
+from gpusched_env.topology import Topology
+from gpusched_env.types import Job
+
+
+class JobSpeed(Protocol):
+    """How fast a running job iterates where it is placed."""
+
+    def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
+        """(time multiplier, added seconds per iteration) of a placement, fixed while it runs there."""
+
+    def iter_time(self, job: Job, alloc: Allocation, mult: float, comm_s: float) -> float:
+        """Seconds per iteration now."""
+
+    def set_factors(self, factors: np.ndarray) -> None:
+        """New per-GPU, per-class variability factors (drift)."""
+
+    def set_straggle(self, g: int, factor: float) -> None:
+        """A transient slowdown of GPU ``g`` starts (factor > 1) or ends (1)."""
+
+
+class DataParallelSpeed:
+    """:class:`JobSpeed` of data-parallel jobs (see the module docstring)."""
+
+    def __init__(
+        self, topology: Topology, state: ClusterState, device: DeviceModel, locality: LocalityConfig,
+        factors: np.ndarray, spec: Callable[[str], ModelSpec],
+    ) -> None:
+        self.topology, self.state, self.device, self.locality = topology, state, device, locality
+        self.spec = spec
+        types = [GPUS[t] for t in topology.gpu_types]
+        self.speed = np.array([types[i].speed for i in topology.gpu_type_idx])
+        self.straggle = np.ones(topology.n_gpus)
+        self._speed_l: list[float] = self.speed.tolist()
+        self.set_factors(factors)
+
+    def set_factors(self, factors: np.ndarray) -> None:
+        """Refresh ``_slow[g][c]`` = factor x straggle / speed for every GPU (Python lists: cheap
+        scalar access)."""
+        self.factors = factors
+        self._slow: list[list[float]] = (factors * self.straggle[:, None] / self.speed[:, None]).tolist()
+        self._factors_l: list[list[float]] = factors.tolist()
+
+    def set_straggle(self, g: int, factor: float) -> None:
+        self.straggle[g] = factor
+        st, sp = float(self.straggle[g]), self._speed_l[g]
+        self._slow[g] = [f * st / sp for f in self._factors_l[g]]
+
+    def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
+        if len(gpus) <= 1:
+            return 1.0, 0.0
+        loc = self.locality
+        level = self.topology.locality(gpus)
+        if loc.mode == "constant":
+            return (loc.lf if level != "node" else 1.0), 0.0
+        link = self.topology.links[level]
+        n = len(gpus)
+        volume = 2 * (n - 1) / n * 4e6 * self.spec(job.model).params_m
+        return 1.0, volume / (link.bandwidth_gbps * 1e9) + 2 * (n - 1) * link.latency_s
+
+    def iter_time(self, job: Job, alloc: Allocation, mult: float, comm_s: float) -> float:
+        base = self.spec(job.model).base_iter_s
+        c = job.class_index
+        gpus = alloc.gpus
+        resident = self.state.resident
+        whole = not alloc.sharing.is_mps
+        if len(gpus) == 1 and whole and len(resident[gpus[0]]) == 1:
+            return base * self._slow[gpus[0]][c]  # one GPU: no locality term
+        if whole and all(len(resident[g]) == 1 for g in gpus):  # alone on each GPU
+            slow = self._slow
+            worst = max(slow[g][c] for g in gpus)
+        else:
+            worst = 0.0
+            for g in gpus:
+                sd = self.device.share(self.topology.gpu_type_of(g), self.tenants(g)).tenants[
+                    resident[g].index(job.job_id)].slowdown
+                worst = max(worst, float(self.factors[g, c] * self.straggle[g] * sd / self.speed[g]))
+        return base * worst * mult + comm_s
+
+    def tenants(self, g: int) -> tuple[Tenant, ...]:
+        """The device model's view of GPU ``g``'s residents."""
+        state = self.state
+        out = []
+        for jid in state.resident[g]:
+            spec = self.spec(state.jobs[jid].model)
+            out.append(Tenant(spec.name, min(spec.util, 1.0), state.running[jid].sharing))
+        return tuple(out)
+
+    def gpu_util(self, g: int, alone_util: float) -> float:
+        """Busy fraction of GPU ``g`` (holding jobs); ``alone_util``: its one whole-GPU tenant's own."""
+        here = self.state.resident[g]
+        if len(here) == 1 and not self.state.running[here[0]].sharing.is_mps:
+            return alone_util
+        return self.device.share(self.topology.gpu_type_of(g), self.tenants(g)).util

@@ -1,0 +1,70 @@
+"""The import direction of the three levels: contracts at the top of ``gpusched_env``, then the
+cluster level; the device and pipeline levels never import the cluster level; nothing in
+``gpusched_env`` imports a policy, an agent, the bench app or the real backend."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "gpusched_env"
+APPS = ("baselines", "agents", "bench", "real")
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module an ``import`` or ``from ... import`` in ``path`` names (absolute), anywhere in it."""
+    tree = ast.parse(path.read_text(), str(path))
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append(node.module)
+    return out
+
+
+def _modules(sub: str = "") -> list[Path]:
+    return sorted((PKG / sub).rglob("*.py"))
+
+
+def _violations(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
+    bad = []
+    for f in files:
+        for m in _imports(f):
+            if any(m == x or m.startswith(x + ".") for x in forbidden):
+                bad.append(f"{f.relative_to(ROOT)} imports {m}")
+    return bad
+
+
+def test_model_never_imports_policies_agents_or_apps():
+    assert _violations(_modules(), APPS) == []
+
+
+@pytest.mark.parametrize("level", ["device", "pipeline"])
+def test_lower_levels_never_import_the_cluster_level(level):
+    assert _violations(_modules(level), ("gpusched_env.cluster", "gpusched_env.envs", *APPS)) == []
+
+
+def test_contracts_never_import_a_level_implementation():
+    """The contract modules may name the lower levels' spec leaves, nothing else below them."""
+    contracts = [PKG / f"{m}.py" for m in ("types", "view", "allocation", "policy", "placement", "levels", "topology")]
+    leaves = {"gpusched_env.pipeline.spec", "gpusched_env.device.service"}
+    bad = [v for v in _violations(contracts, ("gpusched_env.cluster", "gpusched_env.device", "gpusched_env.pipeline",
+                                               "gpusched_env.envs"))
+           if v.split(" imports ")[1] not in leaves]
+    assert bad == []
+
+
+def test_spec_leaves_import_nothing_from_the_package():
+    for leaf in (PKG / "pipeline" / "spec.py", PKG / "device" / "service.py"):
+        assert [m for m in _imports(leaf) if m.startswith("gpusched_env")] == []
+
+
+def test_the_checker_sees_a_violation(tmp_path):
+    """The AST scan finds imports inside functions too (a lazy import is still a dependency)."""
+    f = tmp_path / "m.py"
+    f.write_text("def f():\n    from baselines import get_policy\n")
+    assert _imports(f) == ["baselines"]
