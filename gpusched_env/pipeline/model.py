@@ -79,11 +79,11 @@ class PipelineModel:
     def durations(self) -> tuple[list[float], list[float], list[float]]:
         """Per-stage F, B, W times (ms) with the slowdowns applied."""
         sp, sl = self.spec, self.slowdown
-        f = [x * k for x, k in zip(sp.f_ms, sl)]
-        b = [x * k for x, k in zip(sp.b_ms, sl)]
-        w = [x * k for x, k in zip(sp.w_ms, sl)]
+        f = [x * k for x, k in zip(sp.f_ms, sl, strict=True)]
+        b = [x * k for x, k in zip(sp.b_ms, sl, strict=True)]
+        w = [x * k for x, k in zip(sp.w_ms, sl, strict=True)]
         if not self.split_backward:
-            return f, [x + y for x, y in zip(b, w)], [0.0] * len(w)
+            return f, [x + y for x, y in zip(b, w, strict=True)], [0.0] * len(w)
         return f, b, w
 
     def with_conditions(

@@ -19,8 +19,8 @@ def timelines(panels: list[tuple[str, Timeline, int]], title: str, path: Path) -
 
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, 1.6 + 1.0 * len(panels) * 1.6), squeeze=False)
     end = max((op[4] for _, tl, _ in panels for op in tl), default=1.0)
-    for ax, (label, tl, stages) in zip(axes[:, 0], panels):
-        for s, kind, m, start, stop in tl:
+    for ax, (label, tl, stages) in zip(axes[:, 0], panels, strict=True):
+        for s, kind, _mb, start, stop in tl:
             if stop > start:
                 ax.broken_barh([(start, stop - start)], (s - 0.4, 0.8), color=KIND_COLOURS[kind], lw=0)
         ax.set_ylim(stages - 0.5, -0.5)
@@ -29,7 +29,7 @@ def timelines(panels: list[tuple[str, Timeline, int]], title: str, path: Path) -
         ax.set_ylabel("stage")
         ax.set_title(label, fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("time in iteration (ms)")
-    handles = [Patch(color=c, label=k) for c, k in zip(KIND_COLOURS, ("F", "B", "W"))]
+    handles = [Patch(color=c, label=k) for c, k in zip(KIND_COLOURS, ("F", "B", "W"), strict=True)]
     fig.legend(handles=handles, loc="upper right", ncol=3)
     fig.suptitle(title)
     fig.tight_layout()

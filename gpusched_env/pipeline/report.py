@@ -44,12 +44,15 @@ def paper_rows(scn: PipelineScenario, cases: dict[str, dict[str, dict[str, float
     """PaperClaim over all cases (what gpusched-bench shows) and over the claim's own cases."""
     rows = ["| claim | paper | sim, all cases | sim, its cases | its cases |", "|---|---|---|---|---|"]
     for i, c in enumerate(scn.paper):
-        def value(ws: list[str]) -> float:
-            ratios = [cases[w][c.policy][c.metric] / cases[w][c.baseline][c.metric] for w in ws]
-            return claim_value(c.kind, c.aggregate, ratios)
         own = scn.claim_cases[i] if i < len(scn.claim_cases) else list(cases)
-        rows.append(f"| {c.claim} | {c.value:.3f} | {value(list(cases)):.3f} | {value(own):.3f} | {', '.join(own)} |")
+        every, mine = _claim_over(c, cases, list(cases)), _claim_over(c, cases, own)
+        rows.append(f"| {c.claim} | {c.value:.3f} | {every:.3f} | {mine:.3f} | {', '.join(own)} |")
     return rows
+
+
+def _claim_over(c, cases: dict[str, dict[str, dict[str, float]]], workloads: list[str]) -> float:
+    ratios = [cases[w][c.policy][c.metric] / cases[w][c.baseline][c.metric] for w in workloads]
+    return claim_value(c.kind, c.aggregate, ratios)
 
 
 def speedup_rows(cases: dict[str, dict[str, dict[str, float]]]) -> list[str]:

@@ -88,7 +88,7 @@ def test_1f1b_peak_is_stages_minus_index_and_executor_rejects_overfull_order():
 
 def test_orders_valid_and_planner_matches_executor():
     model = PipelineModel(_spec(S=5, M=10), link_delay_ms=(0.0, 7.0, 0.0, 2.0), comm="cpu")
-    for name, sched in SCHEDULES.items():
+    for sched in SCHEDULES.values():
         check_orders(sched.orders(sched.model_for(model)), 5, 10)
     orders, predicted = greedy.plan(model, adaptra_warmup(model.durations()[0], model.link_delay_ms))
     assert execute(model, orders).makespan_ms == pytest.approx(predicted)

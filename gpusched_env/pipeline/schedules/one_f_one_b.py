@@ -6,7 +6,7 @@ after its B. Sends are GPU-driven (NCCL), as in Megatron (CALIBRATION.md, Adaptr
 from __future__ import annotations
 
 from gpusched_env.pipeline.model import PipelineModel
-from gpusched_env.pipeline.ops import B, F, W, Orders, op
+from gpusched_env.pipeline.ops import B, F, Orders, W, op
 
 COMM = "gpu"
 
