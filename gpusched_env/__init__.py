@@ -4,3 +4,5 @@ from gymnasium.envs.registration import register, registry
 
 if "gpusched/Cluster-v0" not in registry:
     register(id="gpusched/Cluster-v0", entry_point="gpusched_env.envs.cluster:ClusterEnv")
+if "gpusched/Pipeline-v0" not in registry:
+    register(id="gpusched/Pipeline-v0", entry_point="gpusched_env.envs.pipeline:PipelineEnv")

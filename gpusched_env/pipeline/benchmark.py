@@ -1,0 +1,63 @@
+"""``python -m gpusched_env.pipeline.benchmark``: wall-clock speed of the pipeline level (one core).
+
+Reports medians of ``--repeats`` runs: one M = 384 iteration of each schedule (planning included,
+plan caches cleared first) and the whole adaptra_14b reproduction (all workloads x 5 policies x 3
+seeds). Not a test: the targets are 50 ms and 30 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from gpusched_env.pipeline import bench
+from gpusched_env.pipeline.execute import execute
+from gpusched_env.pipeline.model import PipelineModel, link_delays
+from gpusched_env.pipeline.report import load_named
+from gpusched_env.pipeline.schedules import SCHEDULES, adaptra, zb
+from gpusched_env.pipeline.spec import PipelineSpec
+
+
+def one_iteration_ms(name: str, microbatches: int = 384, repeats: int = 5) -> float:
+    """Median wall ms of planning + executing one iteration (S = 8, 30 ms on link 6)."""
+    spec = PipelineSpec(8, microbatches, (8.9,) * 8, (10.0,) * 8, (5.9,) * 8)
+    sched = SCHEDULES[name]
+    model = sched.model_for(PipelineModel(spec, link_delay_ms=link_delays(8, {6: 30.0})))
+    times = []
+    for _ in range(repeats):
+        zb._plan.cache_clear()
+        adaptra._plan.cache_clear()
+        t0 = time.perf_counter()
+        execute(model, sched.orders(model))
+        times.append(1000 * (time.perf_counter() - t0))
+    return statistics.median(times)
+
+
+def reproduction_s(repeats: int = 3) -> float:
+    """Median wall s of every (workload, policy, seed 0..2) run of adaptra_14b."""
+    times = []
+    for _ in range(repeats):
+        zb._plan.cache_clear()
+        adaptra._plan.cache_clear()
+        t0 = time.perf_counter()
+        scn = load_named("adaptra_14b")
+        for w in range(len(scn.workloads)):
+            for p in bench.POLICIES:
+                for seed in (0, 1, 2):
+                    bench.run(scn, p, seed, w)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args(argv)
+    for name in SCHEDULES:
+        print(f"one M=384 iteration, {name:8s}: {one_iteration_ms(name, repeats=a.repeats):6.1f} ms (target 50)")
+    print(f"adaptra_14b reproduction (5 workloads x 5 policies x 3 seeds): {reproduction_s(a.repeats):.2f} s (target 30)")
+
+
+if __name__ == "__main__":
+    main()

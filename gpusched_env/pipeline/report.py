@@ -1,0 +1,105 @@
+"""``python -m gpusched_env.pipeline.report [SCENARIO] [--seeds 0 1 2]``: the pipeline scenario's
+results, its *paper vs sim* table (PaperClaim arithmetic, as gpusched-bench computes it) and the
+per-case speedups the paper's statements are about. Prints markdown (docs/PIPELINE.md pastes it)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from gpusched_env.pipeline import bench
+from gpusched_env.pipeline.config import PipelineScenario
+from gpusched_env.pipeline.coupling import iteration_time_ms
+from gpusched_env.pipeline.schedules import SCHEDULES
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "scenario"
+
+
+def load_named(name: str) -> PipelineScenario:
+    """``conf/scenario/NAME.yaml`` as a pipeline scenario."""
+    return bench.load(yaml.safe_load((CONF / f"{name}.yaml").read_text()), name)
+
+
+def per_case(scn: PipelineScenario, seeds: list[int]) -> dict[str, dict[str, dict[str, float]]]:
+    """metrics[workload][policy] = mean over seeds of each metric."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for w, wname in enumerate(scn.workload_names):
+        for p in bench.POLICIES:
+            runs = [bench.run(scn, p, s, w).metrics for s in seeds]
+            out.setdefault(wname, {})[p] = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+    return out
+
+
+def claim_value(kind: str, aggregate: str, ratios: list[float]) -> float:
+    """PaperClaim arithmetic: geomean / mean of per-workload ratios, then 1 - r or r - 1."""
+    r = float(np.exp(np.mean(np.log(ratios)))) if aggregate == "geomean" else float(np.mean(ratios))
+    return 1.0 - r if kind == "improvement" else r - 1.0
+
+
+def paper_rows(scn: PipelineScenario, cases: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    """PaperClaim over all cases (what gpusched-bench shows) and over the claim's own cases."""
+    rows = ["| claim | paper | sim, all cases | sim, its cases | its cases |", "|---|---|---|---|---|"]
+    for i, c in enumerate(scn.paper):
+        own = scn.claim_cases[i] if i < len(scn.claim_cases) else list(cases)
+        every, mine = _claim_over(c, cases, list(cases)), _claim_over(c, cases, own)
+        rows.append(f"| {c.claim} | {c.value:.3f} | {every:.3f} | {mine:.3f} | {', '.join(own)} |")
+    return rows
+
+
+def _claim_over(c, cases: dict[str, dict[str, dict[str, float]]], workloads: list[str]) -> float:
+    ratios = [cases[w][c.policy][c.metric] / cases[w][c.baseline][c.metric] for w in workloads]
+    return claim_value(c.kind, c.aggregate, ratios)
+
+
+def speedup_rows(cases: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    base = [p for p in SCHEDULES if p != "adaptra"]
+    rows = ["| case | " + " | ".join(f"adaptra vs {p}" for p in base) + " |", "|---" * (len(base) + 1) + "|"]
+    for w, m in cases.items():
+        key = "throughput_samples_s"
+        rows.append(f"| {w} | " + " | ".join(f"{m['adaptra'][key] / m[p][key]:.2f}x" for p in base) + " |")
+    return rows
+
+
+def metric_rows(cases: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    rows = ["| case | policy | iteration_time_ms | throughput_samples_s | bubble_fraction | peak_activations_mb |",
+            "|---|---|---|---|---|---|"]
+    for w, m in cases.items():
+        for p, v in m.items():
+            rows.append(f"| {w} | {p} | {v['iteration_time_ms']:.1f} | {v['throughput_samples_s']:.2f} | "
+                        f"{v['bubble_fraction']:.3f} | {v['peak_activations_mb']:.0f} |")
+    return rows
+
+
+def healthy_rows(scn: PipelineScenario) -> list[str]:
+    spec = scn.job.spec()
+    rows = ["| healthy iteration | measured | sim |", "|---|---|---|"]
+    for p, measured in (("zb", "~755 ms (fits overhead_ms)"), ("1f1b", "~873 ms (check)")):
+        sim = iteration_time_ms(type(spec)(**{**_fields(spec), "schedule": p}), overhead_ms=scn.job.overhead_ms)
+        rows.append(f"| {p} | {measured} | {sim:.1f} ms |")
+    return rows
+
+
+def _fields(spec) -> dict:
+    return {k: getattr(spec, k) for k in ("stages", "microbatches", "f_ms", "b_ms", "w_ms")}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("scenario", nargs="?", default="adaptra_14b")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    a = ap.parse_args(argv)
+    scn = load_named(a.scenario)
+    t0 = time.perf_counter()
+    cases = per_case(scn, a.seeds)
+    took = time.perf_counter() - t0
+    print(f"## {scn.name}: seeds {a.seeds} ({took:.2f} s)\n")
+    for block in (healthy_rows(scn), paper_rows(scn, cases), speedup_rows(cases), metric_rows(cases)):
+        print("\n".join(block) + "\n")
+
+
+if __name__ == "__main__":
+    main()
