@@ -19,10 +19,11 @@ from gpusched_env.types import Start
 
 SCN = "synthetic_small"
 ENV_IDS = sorted(i for i in gym.registry if i.startswith("gpusched/"))
+SCENARIO_OF = {"gpusched/Pipeline-v0": "adaptra_14b", "gpusched/GPUShare-v0": "tally_pairs"}  # else SCN
 
 
 def _make(env_id: str = "gpusched/Cluster-v0", **kw):
-    return gym.make(env_id, scenario=SCN, **kw)
+    return gym.make(env_id, scenario=SCENARIO_OF.get(env_id, SCN), **kw)
 
 
 def _random_rollout(env, seed: int, steps: int = 400):
@@ -30,8 +31,14 @@ def _random_rollout(env, seed: int, steps: int = 400):
     obs, info = env.reset(seed=seed)
     trace = [obs.copy()]
     rewards = []
+    space = env.action_space
     for _ in range(steps):
-        a = int(rng.choice(np.flatnonzero(info["action_mask"])))
+        mask = info["action_mask"]
+        if isinstance(space, gym.spaces.MultiDiscrete):  # the flat mask is one segment per dimension
+            cuts = np.cumsum(space.nvec)[:-1]
+            a = np.array([int(rng.choice(np.flatnonzero(m))) for m in np.split(mask, cuts)])
+        else:
+            a = int(rng.choice(np.flatnonzero(mask)))
         obs, r, term, trunc, info = env.step(a)
         trace.append(obs.copy())
         rewards.append(r)
