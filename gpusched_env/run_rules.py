@@ -155,10 +155,15 @@ class RunOutcome:
 
     def describe(self) -> str:
         """One line: ``complete``, or the status and the unfinished job ids."""
-        if self.complete:
-            return "complete"
-        ids = ", ".join(map(str, self.unfinished[:20])) + (", ..." if len(self.unfinished) > 20 else "")
-        return f"{self.status}: {len(self.unfinished)} tracked job(s) unfinished (ids {ids})"
+        return describe(self.status, self.unfinished)
+
+
+def describe(status: str, unfinished: Sequence[int]) -> str:
+    """One line: ``status``, followed by the unfinished job ids (the first 20) when there are any."""
+    if not unfinished:
+        return status
+    ids = ", ".join(map(str, unfinished[:20])) + (", ..." if len(unfinished) > 20 else "")
+    return f"{status}: {len(unfinished)} tracked job(s) unfinished (ids {ids})"
 
 
 def run_outcome(records: Sequence[JobRecord], deadlocked: bool) -> RunOutcome:
