@@ -4,7 +4,9 @@ Implements the Backend protocol of :mod:`gpusched_env.policy` with the same :cla
 (allocation + validation) as the simulator, so a policy cannot tell the two apart except by time.
 Decision points: a job arrival (``arrival_s * time_scale`` wall seconds after start), a job
 completion (its process exited after its last iteration) or a round tick. Preemption = checkpoint
-(SIGUSR1), then SIGTERM; migration = preemption + resume on the new devices.
+(SIGUSR1), then SIGTERM; migration = preemption + resume on the new devices. When a run stalls, how
+starts and preemptions count, the deadline check and the result are the simulator's rules
+(:mod:`gpusched_env.run_rules`); :meth:`RealBackend.outcome` says whether every tracked job finished.
 
 Everything lands in the run folder: ``jobs/<id>/`` (spec, progress, checkpoint, log),
 ``telemetry.csv``, ``commands.jsonl``, ``mps/``. :meth:`close` (also on error or signal) stops every
@@ -59,7 +61,7 @@ class RealConfig:
     time_scale: float = 1.0  # wall seconds per scenario second (arrivals)
     stop_grace_s: float = 5.0
     ckpt_timeout_s: float = 30.0
-    max_wall_s: float = 3600.0
+    max_wall_s: float = 3600.0  # the run stops here, ``incomplete`` if tracked jobs are left
     max_failures: int = 2
     mps: bool = True
     report_every_s: float = 0.2
@@ -149,6 +151,7 @@ class RealBackend:
         self.interrupted = False
         self.checker = checker
         self.deadlocked = False
+        self.timed_out = False
         self.stall = StallCounter()
 
     # -- clock -------------------------------------------------------------------------------
@@ -183,7 +186,8 @@ class RealBackend:
             if self._next_arrival >= len(self.jobs) and not unfinished_tracked(self._records()):
                 return self._end(now, deadlocked=False)
             if now > self.cfg.max_wall_s:
-                raise TimeoutError(f"real.max_wall_s={self.cfg.max_wall_s} exceeded with jobs unfinished")
+                self.timed_out = True
+                return self._end(now, deadlocked=False)
             if self._tick(now) or (self._events and (changed or arrived)):
                 if self.stall.at_point(self._snapshot()):
                     return self._end(now, deadlocked=True)  # the policy keeps starting nothing
@@ -425,6 +429,7 @@ class RealBackend:
             "wall_s": float(end),
             "interrupted": float(self.interrupted),
             "deadlocked": float(self.deadlocked),
+            "timed_out": float(self.timed_out),
             "avg_startup_s": float(np.mean(startups)) if startups else float("nan"),
         }
         return assemble_result(self._records(), self.topology.n_gpus, float(end), float(self.energy_j.sum()),

@@ -19,6 +19,7 @@ from typing import Any
 from gpusched_env.config_util import ConfigError, from_dict
 from gpusched_env.report import write_json_atomic
 from real.backend import RealBackend, RealConfig
+from real.compare import CompareError
 from real.config import (
     DevicesConf,
     RealWorkload,
@@ -30,7 +31,6 @@ from real.config import (
 )
 from real.launcher import LocalNodeAgent
 from real.mps import MpsDaemon
-from real.compare import CompareError
 from real.profile import ProfileConf, ProfileResult, load_profile_dir, run_profile
 from real.replay import ReplayOutcome, replay, terminate_as_exception
 
@@ -100,6 +100,7 @@ def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> t
     agent_path, kw = cfg.get("agent_path"), dict(cfg.get("policy_kwargs") or {})
     doc: dict[str, Any] = compare(wl, prof, lambda: make_policy(name, scn, seed, agent_path, kw), res.result, seed,
                                   energy=kind == "nvidia", base=scn.model)
+    doc["real_status"], doc["unfinished"] = res.status, list(res.unfinished)
     doc["command"] = " ".join(["gpusched-real", *sys.argv[1:]])
     write_json_atomic(out / "compare.json", doc)
     print(f"simulator (calibrated from {prof.run_dir}) vs real, policy {name}:")

@@ -24,8 +24,8 @@ import numpy as np
 from gpusched_env.catalog import GPUS, ModelSpec
 from gpusched_env.metrics import RunResult, compute_metrics
 from gpusched_env.policy import Policy, run_policy
-from gpusched_env.simulator import SimModel, Simulator
 from gpusched_env.run_rules import unfinished_tracked
+from gpusched_env.simulator import SimModel, Simulator
 from gpusched_env.topology import Topology
 from real.config import RealWorkload, perf_class
 from real.profile import ProfileResult

@@ -74,3 +74,13 @@ def test_cli_exits_nonzero_when_jobs_are_left_unfinished(tmp_path: Path) -> None
     doc = json.loads((run / "results.json").read_text())
     assert doc["real"]["status"] == "deadlocked" and doc["real"]["unfinished"] == [1]
     assert doc["policies"]["fifo"]["metrics"]["jobs_finished"] == 1
+
+
+def test_time_limit_ends_the_run_incomplete(run_dir: Path) -> None:
+    """real.max_wall_s stops the run; it is ``incomplete`` and names the job, not a crash."""
+    wl = tiny_workload([(0.0, "pointnet", 10**7)], devices=1)
+    devices, runner = build_devices(DevicesConf(kind="cpu", count=1), "auto", None)
+    out = replay(wl, Fifo(), devices, runner, run_dir, 0, RealConfig(max_wall_s=1.0))
+    assert out.status == "incomplete" and out.unfinished == (0,) and not descendants()
+    assert out.metrics["timed_out"] == 1.0 and out.metrics["jobs_finished"] == 0
+    assert out.describe() == "incomplete: 1 tracked job(s) unfinished (ids 0)"
