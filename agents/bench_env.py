@@ -17,16 +17,18 @@ import json
 import os
 import statistics
 import time
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 
 import gpusched_env  # noqa: F401
+from gpusched_env.envs.cluster import ClusterEnv
 
 
-def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) -> dict[str, float]:
+def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) -> dict[str, Any]:
     env = gym.make("gpusched/Cluster-v0", scenario=scenario)
-    u = env.unwrapped
+    u = cast(ClusterEnv, env.unwrapped)
     model = None
     if model_path:
         import torch
@@ -49,6 +51,7 @@ def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) 
                 valid = np.flatnonzero(mask)
                 a = int(valid[int(rng.random() * valid.size)])
             else:
+                assert u.builder is not None
                 a = predict(model, u.builder.observe(), mask, masked)
             _, _, term, trunc, info = env.step(a)
             steps += 1

@@ -198,8 +198,8 @@ def _eval_callback(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], maske
     if cfg.normalize_reward:  # same wrapper type as training; returns stay raw (job-hours)
         eval_env = VecNormalize(eval_env, norm_obs=False, norm_reward=False, training=False)
     freq = max(1, int(cfg.eval.freq) // n_envs)
-    kw = dict(n_eval_episodes=int(cfg.eval.episodes), eval_freq=freq, log_path=str(out / "eval"),
-              best_model_save_path=str(out / "eval"), deterministic=True, verbose=0)
+    kw: dict[str, Any] = dict(n_eval_episodes=int(cfg.eval.episodes), eval_freq=freq, log_path=str(out / "eval"),
+                              best_model_save_path=str(out / "eval"), deterministic=True, verbose=0)
     if masked:
         from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
 

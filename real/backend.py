@@ -4,7 +4,9 @@ Implements the Backend protocol of :mod:`gpusched_env.policy` with the same :cla
 (allocation + validation) as the simulator, so a policy cannot tell the two apart except by time.
 Decision points: a job arrival (``arrival_s * time_scale`` wall seconds after start), a job
 completion (its process exited after its last iteration) or a round tick. Preemption = checkpoint
-(SIGUSR1), then SIGTERM; migration = preemption + resume on the new devices.
+(SIGUSR1), then SIGTERM; migration = preemption + resume on the new devices. When a run stalls, how
+starts and preemptions count, the deadline check and the result are the simulator's rules
+(:mod:`gpusched_env.run_rules`); :meth:`RealBackend.outcome` says whether every tracked job finished.
 
 Everything lands in the run folder: ``jobs/<id>/`` (spec, progress, checkpoint, log),
 ``telemetry.csv``, ``commands.jsonl``, ``mps/``. :meth:`close` (also on error or signal) stops every
@@ -26,6 +28,20 @@ import numpy as np
 from gpusched_env.allocation import ClusterState, readonly
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult, Timeline
+from gpusched_env.policy import Backend
+from gpusched_env.run_rules import (
+    RunOutcome,
+    RunSnapshot,
+    StallCounter,
+    assemble_result,
+    count_finished,
+    count_migrated,
+    count_preempted,
+    count_started,
+    dead_end,
+    run_outcome,
+    unfinished_tracked,
+)
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, Job, JobRecord
 from gpusched_env.view import ClusterView, JobProgress
@@ -45,7 +61,7 @@ class RealConfig:
     time_scale: float = 1.0  # wall seconds per scenario second (arrivals)
     stop_grace_s: float = 5.0
     ckpt_timeout_s: float = 30.0
-    max_wall_s: float = 3600.0
+    max_wall_s: float = 3600.0  # the run stops here, ``incomplete`` if tracked jobs are left
     max_failures: int = 2
     mps: bool = True
     report_every_s: float = 0.2
@@ -103,8 +119,7 @@ class RealBackend:
         self.mps = mps if self.cfg.mps else None
         self.sizes = sizes
         scale = self.cfg.time_scale
-        self.jobs = sorted((dataclasses.replace(j, arrival_s=j.arrival_s * scale) for j in jobs),
-                           key=lambda j: (j.arrival_s, j.job_id))
+        self.jobs = sorted((_scaled(j, scale) for j in jobs), key=lambda j: (j.arrival_s, j.job_id))
         seeds = np.random.SeedSequence(seed).spawn(len(self.jobs))
         self.js: dict[int, _JobState] = {
             j.job_id: _JobState(JobRecord(j), int(s.generate_state(1)[0])) for j, s in zip(self.jobs, seeds, strict=True)
@@ -136,7 +151,8 @@ class RealBackend:
         self.interrupted = False
         self.checker = checker
         self.deadlocked = False
-        self._idle_points = 0
+        self.timed_out = False
+        self.stall = StallCounter()
 
     # -- clock -------------------------------------------------------------------------------
     def now(self) -> float:
@@ -167,30 +183,38 @@ class RealBackend:
             if now >= self._next_sample:
                 self._sample(now)
             self._check(now)
-            if self._next_arrival >= len(self.jobs) and not self.state.jobs:
-                self._end_t = now
-                self._sample(now)
-                return False
+            if self._next_arrival >= len(self.jobs) and not unfinished_tracked(self._records()):
+                return self._end(now, deadlocked=False)
             if now > self.cfg.max_wall_s:
-                raise TimeoutError(f"real.max_wall_s={self.cfg.max_wall_s} exceeded with jobs unfinished")
-            tick = now >= self._next_round
-            if tick:
-                assert self._round_s is not None
-                while self._next_round <= now:
-                    self._next_round += self._round_s
-            stalled = not self.state.running and self._next_arrival >= len(self.jobs)
-            if tick or (self._events and (changed or arrived)):
-                self._idle_points = self._idle_points + 1 if stalled else 0
-                if self._idle_points <= 3:
-                    self._now_view = now
-                    return True
-            if stalled and (self._round_s is None or self._idle_points > 3):
-                # nothing runs, nothing more arrives, and the policy starts nothing: stop, as the simulator does
-                self.deadlocked = True
-                self._end_t = now
-                self._sample(now)
-                return False
+                self.timed_out = True
+                return self._end(now, deadlocked=False)
+            if self._tick(now) or (self._events and (changed or arrived)):
+                if self.stall.at_point(self._snapshot()):
+                    return self._end(now, deadlocked=True)  # the policy keeps starting nothing
+                self._now_view = now
+                return True
+            if self._round_s is None and dead_end(self._snapshot()):
+                return self._end(now, deadlocked=True)  # no tick and no event can come: nothing will start
             time.sleep(self.cfg.poll_s)
+
+    def _tick(self, now: float) -> bool:
+        """True when a round boundary has passed (and move to the next one)."""
+        if now < self._next_round:
+            return False
+        assert self._round_s is not None
+        while self._next_round <= now:
+            self._next_round += self._round_s
+        return True
+
+    def _snapshot(self) -> RunSnapshot:
+        return RunSnapshot(len(self.state.running), len(self.state.pending), self._next_arrival >= len(self.jobs),
+                           self.state.all_up)
+
+    def _end(self, now: float, deadlocked: bool) -> bool:
+        self.deadlocked = deadlocked
+        self._end_t = now
+        self._sample(now)
+        return False
 
     def view(self) -> ClusterView:
         return ClusterView(self.state, self._now_view, readonly(self.slowdown), self._progress, readonly(self.power_w),
@@ -200,12 +224,13 @@ class RealBackend:
         now = self.now()
         self._account(now)
         applied = self.state.apply(decisions, now)  # validates everything first; raises InvalidDecision
+        self.stall.on_applied(applied)
         for jid in applied.preempted:
             self._stop(jid)
-            self.js[jid].record.preemptions += 1
+            count_preempted(self.js[jid].record)
         for jid in applied.migrated:
             self._stop(jid)
-            self.js[jid].record.migrations += 1
+            count_migrated(self.js[jid].record)
         for jid in [*applied.migrated, *applied.started]:
             self._launch(jid, now)
         self._check(now)
@@ -232,14 +257,11 @@ class RealBackend:
             progress=str(d / "progress.jsonl"), lr=self.cfg.lr, report_every_s=self.cfg.report_every_s,
         )
         st.handle = self.agent.launch(spec, env, st.launches)
-        if st.launches > 0:
-            st.record.restarts += 1
+        count_started(st.record, now)
         st.launches += 1
         st.ready = False
         st.last = None
         st.rate = 0.0
-        if st.record.first_start_s is None:
-            st.record.first_start_s = now
 
     def _stop(self, jid: int) -> None:
         """Checkpoint (SIGUSR1, wait for the record), then SIGTERM and reap."""
@@ -295,17 +317,16 @@ class RealBackend:
             st.rate = 0.0
             if rc == EXIT_DONE and st.done_iters >= int(round(job.work_iters)):
                 self.state.finish(jid)
-                st.record.finish_s = now
+                count_finished(st.record, now)
                 if self.checker is not None:
                     self.checker.on_finish(jid)
-                if job.deadline_s is not None:
-                    st.record.deadline_met = now <= job.deadline_s * self.cfg.time_scale
             else:
                 st.failures += 1
                 self.state.release(jid)
                 if st.failures > self.cfg.max_failures:
                     raise RuntimeError(f"job {jid} exited with code {rc} {st.failures} times; see {log}")
                 self.state.requeue(jid)
+                count_preempted(st.record)  # taken off its devices and requeued, as a failure in the simulator
         if changed:
             self.timeline.add(now, self._busy(), float(self.power_w.sum()))
         return changed
@@ -397,22 +418,35 @@ class RealBackend:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _records(self) -> list[JobRecord]:
+        return [self.js[j.job_id].record for j in self.jobs]
+
     def result(self) -> RunResult:
         """Records of every job (unfinished ones have no finish time), makespan, energy, busy time."""
-        recs = [self.js[j.job_id].record for j in self.jobs]
-        finishes = [r.finish_s for r in recs if r.finish_s is not None]
-        first = min((j.arrival_s for j in self.jobs), default=0.0)
-        makespan = (max(finishes) - first) if finishes else 0.0
         end = self._end_t if self._end_t is not None else (self.now() if self._t0 is not None else 0.0)
         startups = [s for st in self.js.values() for s in st.startup_s]
         extra = {
             "wall_s": float(end),
             "interrupted": float(self.interrupted),
             "deadlocked": float(self.deadlocked),
+            "timed_out": float(self.timed_out),
             "avg_startup_s": float(np.mean(startups)) if startups else float("nan"),
         }
-        return RunResult(
-            records=recs, n_gpus=self.topology.n_gpus, makespan_s=makespan, energy_j=float(self.energy_j.sum()),
-            busy_gpu_s=self.busy_gpu_s, idle_floor_j=self.devices.idle_w * self.topology.n_gpus * end,
-            timeline=self.timeline, extra=extra, span_s=max(0.0, float(end) - first),
-        )
+        return assemble_result(self._records(), self.topology.n_gpus, float(end), float(self.energy_j.sum()),
+                               self.busy_gpu_s, self.devices.idle_w * self.topology.n_gpus * end, self.timeline,
+                               extra)
+
+    def outcome(self) -> RunOutcome:
+        """``complete``, ``deadlocked`` or ``incomplete``, with the unfinished tracked job ids."""
+        return run_outcome(self._records(), self.deadlocked)
+
+
+def _scaled(job: Job, scale: float) -> Job:
+    """``job`` on the wall clock: arrival and deadline times ``scale`` (wall seconds per scenario second)."""
+    deadline = None if job.deadline_s is None else job.deadline_s * scale
+    return dataclasses.replace(job, arrival_s=job.arrival_s * scale, deadline_s=deadline)
+
+
+def _as_backend(b: RealBackend) -> Backend:
+    """Never called: mypy checks here that RealBackend satisfies the Backend protocol."""
+    return b

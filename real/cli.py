@@ -2,6 +2,10 @@
 
 The subcommand is the first positional argument (rewritten to ``cmd=...`` before Hydra parses the
 rest) or the ``cmd=`` key. Config: conf/real/config.yaml.
+
+Exit status: 0 when every tracked job finished; 3 (``EXIT_UNFINISHED``) when the run ended with tracked
+jobs unfinished (``deadlocked`` or ``incomplete``; the unfinished job ids are printed and in
+results.json); 2 for a config or comparison error (one line on stderr); 1 for anything else.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 from bench.report import write_json_atomic
 from gpusched_env.config_util import ConfigError, from_dict
 from real.backend import RealBackend, RealConfig
+from real.compare import CompareError
 from real.config import (
     DevicesConf,
     RealWorkload,
@@ -30,6 +35,8 @@ from real.profile import ProfileConf, ProfileResult, load_profile_dir, run_profi
 from real.replay import ReplayOutcome, replay, terminate_as_exception
 
 CMDS = ("profile", "replay", "compare")
+EXIT_USAGE = 2
+EXIT_UNFINISHED = 3
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf" / "real")
 
 
@@ -74,14 +81,14 @@ def cmd_replay(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path,
     t = time.monotonic()
     res = replay(wl, policy, devices, runner, out, seed, rconf, slowdown)
     m = res.metrics
-    print(f"replay {wl.name} / {policy.name} on {devices.n} {devices.kind} device(s): {res.status} in "
+    print(f"replay {wl.name} / {policy.name} on {devices.n} {devices.kind} device(s): {res.describe()} in "
           f"{time.monotonic() - t:.1f} s -> {out / 'results.json'}")
     print(f"  avg JCT {m['avg_jct_s']:.2f} s, makespan {m['makespan_s']:.2f} s, utilisation {m['utilization']:.3f}, "
           f"energy {m['energy_kwh'] * 3.6e6:.1f} J ({'NVML' if devices.kind == 'nvidia' else 'CPU estimate'})")
     return res, devices.kind
 
 
-def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> dict[str, Any]:
+def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> tuple[dict[str, Any], ReplayOutcome]:
     from real.compare import compare
 
     if cfg.get("profile_dir"):
@@ -93,6 +100,7 @@ def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> d
     agent_path, kw = cfg.get("agent_path"), dict(cfg.get("policy_kwargs") or {})
     doc: dict[str, Any] = compare(wl, prof, lambda: make_policy(name, scn, seed, agent_path, kw), res.result, seed,
                                   energy=kind == "nvidia", base=scn.model)
+    doc["real_status"], doc["unfinished"] = res.status, list(res.unfinished)
     doc["command"] = " ".join(["gpusched-real", *sys.argv[1:]])
     write_json_atomic(out / "compare.json", doc)
     print(f"simulator (calibrated from {prof.run_dir}) vs real, policy {name}:")
@@ -103,7 +111,7 @@ def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> d
     if kind != "nvidia":
         print("  energy: CPU power is an estimate and the simulator has no CPU power model: not compared")
     print(f"  -> {out / 'compare.json'}")
-    return doc
+    return doc, res
 
 
 def _main(cfg: Any) -> None:
@@ -114,13 +122,18 @@ def _main(cfg: Any) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     out = Path(HydraConfig.get().runtime.output_dir)
-    wl, scn = load_workload(str(c["scenario"]), load_sizes(c.get("models")), int(c["seed"]))
-    if cmd == "profile":
-        cmd_profile(c, wl, scn, out)
-    elif cmd == "replay":
-        cmd_replay(c, wl, scn, out)
-    else:
-        cmd_compare(c, wl, scn, out)
+    try:
+        wl, scn = load_workload(str(c["scenario"]), load_sizes(c.get("models")), int(c["seed"]))
+        if cmd == "profile":
+            cmd_profile(c, wl, scn, out)
+            return
+        res = cmd_replay(c, wl, scn, out)[0] if cmd == "replay" else cmd_compare(c, wl, scn, out)[1]
+    except (ConfigError, CompareError) as e:
+        print(f"gpusched-real {cmd}: error: {e}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    if not res.complete:
+        print(f"gpusched-real {cmd}: run {res.describe()}; see {out / 'results.json'}", file=sys.stderr)
+        sys.exit(EXIT_UNFINISHED)
 
 
 def main() -> None:

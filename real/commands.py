@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -129,16 +130,28 @@ class ExecRunner(_Recorder):
         return getattr(self._pynvml, fn)(*args)
 
 
-def has_nvidia() -> bool:
-    """True where ``nvidia-smi`` is on PATH and lists at least one GPU."""
+def nvidia_problem() -> str | None:
+    """Why job processes could not use an NVIDIA GPU here, or None: ``nvidia-smi -L`` must list a GPU
+    and this Python's torch must be built with CUDA (checked without creating a CUDA context)."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
-        return False
+        return "nvidia-smi is not on PATH"
     try:
         out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and "GPU" in out.stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"nvidia-smi -L failed: {e}"
+    if out.returncode != 0 or "GPU" not in out.stdout:
+        return f"nvidia-smi -L lists no GPU (exit {out.returncode}: {(out.stderr or out.stdout).strip()[:120]})"
+    import torch
+
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} in {sys.executable} is built without CUDA"
+    return None
+
+
+def has_nvidia() -> bool:
+    """True where job processes can use an NVIDIA GPU (:func:`nvidia_problem` finds nothing)."""
+    return nvidia_problem() is None
 
 
 def make_runner(mode: str, log_path: Path | None = None) -> DryRunRunner | ExecRunner:

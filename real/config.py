@@ -8,6 +8,7 @@ to a real architecture and size. The scenario's GPU count must match the devices
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from gpusched_env.config_util import ConfigError, from_dict
 from gpusched_env.policy import Policy
 from gpusched_env.topology import Topology
 from gpusched_env.types import PERF_CLASSES, Job
-from real.commands import DryRunRunner, ExecRunner, has_nvidia, make_runner
+from real.commands import DryRunRunner, ExecRunner, make_runner, nvidia_problem
 from real.devices import CpuDevices, Devices, NvidiaDevices, parse_cores
 from real.models import ModelSize
 
@@ -100,14 +101,33 @@ class DevicesConf:
     nice: int = 0
     nvidia_idle_w: float = 50.0
 
+    def __post_init__(self) -> None:
+        if self.kind not in DEVICE_KINDS:
+            raise ConfigError(f"devices.kind must be one of {', '.join(DEVICE_KINDS)}; got {self.kind!r}")
+        if self.count is not None and self.count < 1:
+            raise ConfigError(f"devices.count must be >= 1 (or null: as many as the scenario has GPUs); got {self.count}")
+        if self.cores_per_device < 1:
+            raise ConfigError(f"devices.cores_per_device must be >= 1; got {self.cores_per_device}")
+        if not 0 <= self.idle_w_per_core <= self.busy_w_per_core:
+            raise ConfigError(f"devices.idle_w_per_core must be in [0, busy_w_per_core={self.busy_w_per_core}]; "
+                              f"got {self.idle_w_per_core}")
+        if self.nvidia_idle_w < 0:
+            raise ConfigError(f"devices.nvidia_idle_w must be >= 0; got {self.nvidia_idle_w}")
+
+
+DEVICE_KINDS: tuple[str, ...] = ("auto", "cpu", "nvidia")
+
 
 def build_devices(cfg: DevicesConf, commands: str, log_path: Path | None) -> tuple[Devices, DryRunRunner | ExecRunner]:
     """The devices of this machine and the command runner for their GPU-only commands.
 
-    CPU devices always get a dry-run runner: MPS commands are recorded, never executed."""
+    CPU devices always get a dry-run runner: MPS commands are recorded, never executed. NVIDIA
+    devices need a working GPU (:func:`real.commands.nvidia_problem`), checked before anything runs;
+    without one only a recorded dry run (``commands=dry_run`` and ``GPUSCHED_CPU_FALLBACK=1``, the
+    clients then train on the CPU) is allowed."""
     kind = cfg.kind
     if kind == "auto":
-        kind = "nvidia" if has_nvidia() else "cpu"
+        kind = "nvidia" if nvidia_problem() is None else "cpu"
     if kind == "cpu":
         runner: DryRunRunner | ExecRunner = DryRunRunner(log_path)
         try:
@@ -115,10 +135,15 @@ def build_devices(cfg: DevicesConf, commands: str, log_path: Path | None) -> tup
             return CpuDevices(cores, cfg.idle_w_per_core, cfg.busy_w_per_core, cfg.nice), runner
         except ValueError as e:
             raise ConfigError(str(e)) from e
-    if kind == "nvidia":
-        runner = make_runner(commands, log_path)
+    problem = nvidia_problem()
+    if problem is not None and not (commands == "dry_run" and os.environ.get("GPUSCHED_CPU_FALLBACK") == "1"):
+        raise ConfigError(f"devices.kind=nvidia: no working NVIDIA GPU here ({problem}); use devices.kind=cpu "
+                          f"or auto (a recorded dry run needs commands=dry_run and GPUSCHED_CPU_FALLBACK=1)")
+    runner = make_runner(commands, log_path)
+    try:
         return NvidiaDevices(runner, cfg.count, cfg.nvidia_idle_w), runner
-    raise ConfigError(f"devices.kind must be auto, cpu or nvidia; got {kind!r}")
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
 
 
 def make_policy(name: str, scn: Any, seed: int, agent_path: str | None, kwargs: dict[str, Any]) -> Policy:

@@ -66,18 +66,22 @@ class Devices(Protocol):
 
 def parse_cores(spec: list[list[int]] | None, n: int | None, cores_per_device: int) -> list[list[int]]:
     """Core sets of the CPU devices: explicit ``spec`` or ``n`` consecutive blocks of cores."""
+    if cores_per_device < 1:
+        raise ValueError(f"devices.cores_per_device must be >= 1; got {cores_per_device}")
+    if n is not None and n < 1:
+        raise ValueError(f"devices.count must be >= 1; got {n}")
     avail = sorted(psutil.Process().cpu_affinity() or range(psutil.cpu_count() or 1))
     if spec:
         sets = [sorted(int(c) for c in s) for s in spec]
         for i, s in enumerate(sets):
             if not s or any(c not in avail for c in s):
-                raise ValueError(f"real.devices.cores[{i}]: {s} is not a non-empty subset of usable cores {avail}")
+                raise ValueError(f"devices.cores[{i}]: {s} is not a non-empty subset of usable cores {avail}")
         return sets
     if n is None:
         n = max(1, len(avail) // cores_per_device)
     if n * cores_per_device > len(avail):
         raise ValueError(
-            f"real.devices.count={n} x cores_per_device={cores_per_device} needs more than the {len(avail)} usable cores"
+            f"devices.count={n} x cores_per_device={cores_per_device} needs more than the {len(avail)} usable cores"
         )
     return [avail[i * cores_per_device:(i + 1) * cores_per_device] for i in range(n)]
 
@@ -179,7 +183,7 @@ class NvidiaDevices:
         n = runner.nvml("nvmlDeviceGetCount")
         if n is None:
             if count is None:
-                raise ValueError("real.devices.count is required for nvidia devices in dry-run mode")
+                raise ValueError("devices.count is required for nvidia devices in dry-run mode")
             n = count
         self.n = int(n)
         self.idle_w = idle_w

@@ -18,6 +18,7 @@ import numpy as np
 from bench.report import results_document, write_json_atomic
 from gpusched_env.metrics import RunResult, compute_metrics
 from gpusched_env.policy import Policy, run_policy
+from gpusched_env.run_rules import describe
 from real.backend import RealBackend, RealConfig
 from real.commands import CommandRunner
 from real.config import RealWorkload
@@ -56,10 +57,23 @@ def shielded() -> Iterator[None]:
 
 @dataclass
 class ReplayOutcome:
+    """status: ``complete``, ``deadlocked`` or ``incomplete`` (:mod:`gpusched_env.run_rules`), or
+    ``interrupted`` (SIGINT/SIGTERM) or ``error`` (an exception); unfinished: tracked job ids that
+    did not finish."""
+
     result: RunResult
     metrics: dict[str, float]
     status: str
     run_dir: Path
+    unfinished: tuple[int, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    def describe(self) -> str:
+        """One line: the status and, unless complete, which jobs did not finish."""
+        return describe(self.status, self.unfinished)
 
 
 def replay(
@@ -78,7 +92,7 @@ def replay(
     try:
         with terminate_as_exception():
             run_policy(backend, policy)
-        status = "complete"
+        status = backend.outcome().status
     except Exception:
         status = "error"
         raise
@@ -93,6 +107,7 @@ def _write(backend: RealBackend, wl: RealWorkload, policy: Policy, devices: Devi
            status: str, extra: dict[str, Any]) -> ReplayOutcome:
     res = backend.result()
     metrics = compute_metrics(res)
+    unfinished = backend.outcome().unfinished
     jobs = [
         {"job_id": r.job.job_id, "model": r.job.model, "arrival_s": r.job.arrival_s, "first_start_s": r.first_start_s,
          "finish_s": r.finish_s, "jct_s": r.jct_s if r.finish_s is not None else None, "gpu_seconds": r.gpu_seconds,
@@ -101,7 +116,7 @@ def _write(backend: RealBackend, wl: RealWorkload, policy: Policy, devices: Devi
     ]
     doc = results_document(wl.name, [seed], {policy.name: {
         "metrics": metrics, "per_seed": [{"seed": seed, "metrics": metrics}]}})
-    doc["real"] = {"status": status, "device_kind": devices.kind, "devices": devices.names(), "jobs": jobs,
+    doc["real"] = {"status": status, "unfinished": list(unfinished), "device_kind": devices.kind, "devices": devices.names(), "jobs": jobs,
                    "telemetry": "telemetry.csv", "commands": "commands.jsonl", **extra}
     write_json_atomic(run_dir / "results.json", doc)
-    return ReplayOutcome(res, metrics, status, run_dir)
+    return ReplayOutcome(res, metrics, status, run_dir, unfinished)

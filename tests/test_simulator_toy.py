@@ -133,3 +133,34 @@ def test_utilisation_of_a_run_that_stopped_with_jobs_unfinished():
     assert m["avg_jct_s"] == pytest.approx(1000 * T)  # J0 only
     # J1 is charged from its arrival (10 s) to the end of the run (20 + 5000T)
     assert m["avg_jct_all_s"] == pytest.approx((1000 * T + (20 + 5000 * T - 10)) / 2)
+
+
+class _Idle:
+    """Starts nothing, ever."""
+
+    name, events = "idle", True
+
+    def __init__(self, round_s: float | None) -> None:
+        self.round_s = round_s
+
+    def decide(self, view):
+        return []
+
+
+def test_idle_policy_is_deadlocked_by_the_shared_stall_rule():
+    """With rounds, the run stops at the (STALL_LIMIT + 1)-th idle point after the last arrival: the
+    arrival at t = 20 s, then the ticks at 60, 120 and 180 s. Without rounds it stops at the empty
+    event queue (t = 20 s). Both report the unfinished jobs as deadlocked (gpusched_env.run_rules)."""
+    from gpusched_env.run_rules import STALL_LIMIT, run_outcome
+
+    assert STALL_LIMIT == 3
+    for round_s, stop_at in ((60.0, 180.0), (None, 20.0)):
+        sim, res = run(_Idle(round_s))
+        assert sim.deadlocked and float(sim.env.now) == pytest.approx(stop_at)
+        assert compute_metrics(res)["deadlocked"] == 1.0
+        assert run_outcome(res.records, sim.deadlocked).describe() == "deadlocked: 3 tracked job(s) unfinished (ids 0, 1, 2)"
+
+
+def test_complete_run_has_no_deadlock_metric():
+    sim, res = run(StrictFifo())
+    assert not sim.deadlocked and "deadlocked" not in compute_metrics(res)

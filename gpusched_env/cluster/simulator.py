@@ -26,6 +26,16 @@ from gpusched_env.cluster.variability import sample_factors
 from gpusched_env.device.analytic import AnalyticDevice
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult
+from gpusched_env.run_rules import (
+    RunSnapshot,
+    StallCounter,
+    assemble_result,
+    count_finished,
+    count_migrated,
+    count_preempted,
+    count_started,
+    dead_end,
+)
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, Job, JobRecord
 from gpusched_env.view import ClusterView, JobProgress, readonly
@@ -96,10 +106,9 @@ class Simulator:
         self._last_gpus: dict[int, tuple[int, ...]] = {}
         self._round_s: float | None = None
         self._next_wake = -math.inf  # the round boundary wake_next_round last scheduled
-        self._idle_points = 0
+        self._stall = StallCounter()
         self.deadlocked = False
         self._first_arrival = self.jobs[0].arrival_s if self.jobs else 0.0
-        self._last_finish = 0.0
         self._arrivals_done = False
         self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -148,6 +157,7 @@ class Simulator:
         env = self.env
         while True:
             if self._tracked_left == 0 or env.peek() == math.inf:
+                self.deadlocked = self._tracked_left > 0 and dead_end(self._snapshot())
                 self.power.account(env.now)
                 return False
             t = env.peek()
@@ -156,8 +166,8 @@ class Simulator:
                 env.step()
             self._check()
             if self._trigger:
-                if self._stalled():
-                    self.deadlocked = True
+                if self._stall.at_point(self._snapshot()):
+                    self.deadlocked = True  # the policy keeps starting nothing (gpusched_env.run_rules)
                     self.power.account(env.now)
                     return False
                 if wake is None or wake():
@@ -183,14 +193,8 @@ class Simulator:
     def _wake(self, _e: object) -> None:
         self._trigger = True
 
-    def _stalled(self) -> bool:
-        """True when nothing runs, nothing more arrives, and the policy keeps starting nothing."""
-        if self.runs or len(self.state.jobs) < self._tracked_left or not self.state.pending:
-            self._idle_points = 0
-            return False
-        if self.state.all_up and self._arrivals_done:
-            self._idle_points += 1
-        return self._idle_points > 3
+    def _snapshot(self) -> RunSnapshot:
+        return RunSnapshot(len(self.runs), len(self.state.pending), self._arrivals_done, self.state.all_up)
 
     def view(self) -> ClusterView:
         if self._ro is None:
@@ -202,8 +206,7 @@ class Simulator:
     def apply(self, decisions: list[Decision]) -> None:
         now = self.env.now
         applied = self.state.apply(decisions, now)
-        if not applied.touched_gpus_empty:
-            self._idle_points = 0
+        self._stall.on_applied(applied)
         self._on_applied(applied, now)
         self._check()
 
@@ -250,21 +253,16 @@ class Simulator:
         touched: set[int] = set()
         for jid in applied.preempted:
             self._stop_run(jid, now, touched)
-            self.records[jid].preemptions += 1
+            count_preempted(self.records[jid])
         for jid in applied.migrated:
             self._stop_run(jid, now, touched)
-            self.records[jid].migrations += 1
+            count_migrated(self.records[jid])
         for jid in applied.migrated + applied.started:
             self._start_run(jid, now, touched)
         self._refresh(touched, now)
 
     def _start_run(self, jid: int, now: float, touched: set[int]) -> None:
-        rec = self.records[jid]
-        restarted = rec.first_start_s is not None
-        if rec.first_start_s is None:
-            rec.first_start_s = now
-        if restarted:
-            rec.restarts += 1
+        restarted = count_started(self.records[jid], now)
         cost = self.model.restart_cost_s if restarted else self.model.start_cost_s
         gpus = self.state.running[jid].gpus
         job = self.state.jobs[jid]
@@ -351,13 +349,9 @@ class Simulator:
         alloc = self.state.finish(jid)
         del self.runs[jid]
         self._last_gpus.pop(jid, None)
-        rec = self.records[jid]
-        rec.finish_s = now
-        if job.deadline_s is not None:
-            rec.deadline_met = now <= job.deadline_s + 1e-9
+        count_finished(self.records[jid], now)
         if job.tracked:
             self._tracked_left -= 1
-            self._last_finish = max(self._last_finish, now)
         self._refresh(set(alloc.gpus), now)
         self._trigger |= self._events
         self.completed.append(jid)
@@ -417,7 +411,7 @@ class Simulator:
             lost_t = (now - alloc.since_s) % checkpoint_interval_s
             self.done[jid] = max(0.0, self.done[jid] - lost_t / iter_s)
             self.state.requeue(jid)
-            self.records[jid].preemptions += 1
+            count_preempted(self.records[jid])
         self.state.set_up(gpus, False)
         self._refresh(touched, now)
         self._trigger = True
@@ -429,15 +423,10 @@ class Simulator:
 
     # -- results -----------------------------------------------------------------------------
     def result(self) -> RunResult:
-        makespan = max(0.0, self._last_finish - self._first_arrival)
+        """The run's records and totals (``gpusched_env.run_rules.assemble_result``); a deadlocked
+        run says so in ``extra`` (metric ``deadlocked`` = 1)."""
         p = self.power
-        return RunResult(
-            records=[self.records[j.job_id] for j in self.jobs],
-            n_gpus=self.topology.n_gpus,
-            makespan_s=makespan,
-            energy_j=p.energy_j,
-            busy_gpu_s=p.busy_gpu_s,
-            idle_floor_j=p.min_power * self.env.now,
-            timeline=p.timeline,
-            span_s=max(0.0, float(self.env.now) - self._first_arrival),
+        return assemble_result(
+            [self.records[j.job_id] for j in self.jobs], self.topology.n_gpus, float(self.env.now), p.energy_j,
+            p.busy_gpu_s, p.min_power * self.env.now, p.timeline, {"deadlocked": 1.0} if self.deadlocked else None,
         )

@@ -74,10 +74,9 @@ def plot(scn: PipelineScenario, runs: list[tuple[str, int, int, LevelRun]], out_
                            r.timeline, scn.job.stages))
         paths.append(plots.timelines(panels, f"{scn.name} / {name}: last iteration",
                                      out_dir / f"timeline_{name}.png"))
-    table: dict[str, dict[str, float]] = {}
+    table: dict[str, dict[str, list[float]]] = {}
     for p, _, w, r in runs:
-        table.setdefault(scn.workloads[w].name, {}).setdefault(p, [])  # type: ignore[arg-type]
-        table[scn.workloads[w].name][p].append(r.metrics["iteration_time_ms"])  # type: ignore[union-attr]
+        table.setdefault(scn.workloads[w].name, {}).setdefault(p, []).append(r.metrics["iteration_time_ms"])
     means = {w: {p: float(np.mean(v)) for p, v in d.items()} for w, d in table.items()}
     paths.append(plots.iteration_bars(means, out_dir / "iteration_time.png"))
     return paths

@@ -1,0 +1,86 @@
+"""How a real run ends (issue 11, items 1-2): every queued job runs, the status tells the truth
+(``complete``, ``deadlocked`` or ``incomplete``, naming the unfinished jobs) and the CLI exits
+non-zero for a run that did not finish its jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from realtest_helpers import Fifo, descendants, tiny_workload
+
+from real.backend import RealConfig
+from real.config import DevicesConf, build_devices
+from real.launcher import REPO_ROOT
+from real.replay import replay
+
+
+def test_one_device_runs_every_queued_job(run_dir: Path) -> None:
+    """Four jobs queued at t = 0 on one device run one after another; none is dropped as a stall."""
+    wl = tiny_workload([(0.0, "pointnet", 20)] * 4, devices=1)
+    devices, runner = build_devices(DevicesConf(kind="cpu", count=1), "auto", None)
+    out = replay(wl, Fifo(), devices, runner, run_dir, 0, RealConfig(telemetry_s=0.5))
+    assert out.metrics["jobs_finished"] == 4 and out.metrics["deadlocked"] == 0.0
+    assert out.status == "complete" and not descendants()
+    doc = json.loads((run_dir / "results.json").read_text())
+    assert doc["real"]["status"] == "complete" and doc["real"]["unfinished"] == []
+    assert [j["restarts"] for j in doc["real"]["jobs"]] == [0, 0, 0, 0]
+
+
+class Never(Fifo):
+    name = "never"
+
+    def decide(self, view):  # type: ignore[no-untyped-def]
+        return []
+
+
+def test_policy_that_starts_nothing_is_deadlocked(run_dir: Path) -> None:
+    wl = tiny_workload([(0.0, "pointnet", 10), (0.0, "bert", 10)])
+    devices, runner = build_devices(DevicesConf(kind="cpu", count=2), "auto", None)
+    out = replay(wl, Never(), devices, runner, run_dir, 0, RealConfig())
+    assert out.status == "deadlocked" and out.metrics["jobs_finished"] == 0
+    doc = json.loads((run_dir / "results.json").read_text())
+    assert doc["real"]["status"] == "deadlocked" and doc["real"]["unfinished"] == [0, 1]
+
+
+SCENARIO = """
+name: blocked
+cluster:
+  nodes: [{count: 1, gpus_per_node: 1, gpu_type: V100, gpu_mem_gb: 4.0}]
+  max_jobs_per_gpu: 1
+workload:
+  kind: inline
+  jobs:
+    - {job_id: 0, arrival_s: 0.0, num_gpus: 1, work_iters: 20, model: pointnet, perf_class: D, mem_gb: 0.5}
+    - {job_id: 1, arrival_s: 0.0, num_gpus: 2, work_iters: 20, model: pointnet, perf_class: D, mem_gb: 0.5}
+"""
+TINY = ["models.pointnet.width=32", "models.pointnet.depth=1", "models.pointnet.batch=8", "models.pointnet.input=32"]
+
+
+def test_cli_exits_nonzero_when_jobs_are_left_unfinished(tmp_path: Path) -> None:
+    """Job 1 needs two devices on a one-device cluster: FIFO runs job 0 and can never start job 1."""
+    sc = tmp_path / "blocked.yaml"
+    sc.write_text(SCENARIO)
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={run}",
+            "devices.kind=cpu", *TINY]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "deadlocked: 1 tracked job(s) unfinished (ids 1)" in p.stdout + p.stderr
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["real"]["status"] == "deadlocked" and doc["real"]["unfinished"] == [1]
+    assert doc["policies"]["fifo"]["metrics"]["jobs_finished"] == 1
+
+
+def test_time_limit_ends_the_run_incomplete(run_dir: Path) -> None:
+    """real.max_wall_s stops the run; it is ``incomplete`` and names the job, not a crash."""
+    wl = tiny_workload([(0.0, "pointnet", 10**7)], devices=1)
+    devices, runner = build_devices(DevicesConf(kind="cpu", count=1), "auto", None)
+    out = replay(wl, Fifo(), devices, runner, run_dir, 0, RealConfig(max_wall_s=1.0))
+    assert out.status == "incomplete" and out.unfinished == (0,) and not descendants()
+    assert out.metrics["timed_out"] == 1.0 and out.metrics["jobs_finished"] == 0
+    assert out.describe() == "incomplete: 1 tracked job(s) unfinished (ids 0)"
