@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bench.levels import level_of, run_level_bench
 from bench.report import (
     plot,
     print_report,
@@ -36,6 +37,7 @@ CLASSIC = ["fifo", "sjf", "srtf", "las", "tiresias", "gandiva", "packed_sticky",
 
 def scenario_from_cfg(cfg: DictConfig) -> Scenario:
     raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    raw.pop("level", None)  # "cluster" (checked by level_of)
     return load_scenario(raw)
 
 
@@ -46,6 +48,14 @@ def policies_from_cfg(cfg: DictConfig, scn: Scenario) -> list[str]:
 
 
 def run_bench(cfg: DictConfig, console: Console) -> dict[str, Any]:
+    raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    if level_of(raw) != "cluster":
+        return run_level_bench(
+            raw, [str(p) for p in cfg.policies] if cfg.policies else None, [int(s) for s in cfg.seeds],
+            [int(w) for w in cfg.workloads] if cfg.get("workloads") is not None else None, int(cfg.workers),
+            Path(cfg.out_dir), bool(cfg.plots), [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None,
+            console,
+        )
     scn = scenario_from_cfg(cfg)
     policies = policies_from_cfg(cfg, scn)
     seeds = [int(s) for s in cfg.seeds]

@@ -131,11 +131,14 @@ def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Tabl
     return t
 
 
-def per_workload_table(doc: dict[str, Any], metric: str = "avg_jct_s") -> Table | None:
+def per_workload_table(doc: dict[str, Any], metric: str | None = None) -> Table | None:
+    """``metric`` (default ``avg_jct_s``, else the run's first metric) per workload and policy."""
     pols = doc["policies"]
     first = next(iter(pols.values()))
     if "per_workload" not in first:
         return None
+    if metric is None:
+        metric = "avg_jct_s" if "avg_jct_s" in first["metrics"] else next(iter(first["metrics"]))
     t = Table(title=f"{metric} per workload (mean over seeds)")
     t.add_column("workload", style="bold")
     for name in pols:

@@ -98,3 +98,33 @@ def test_same_results_names_each_difference():
     b = {"fifo": {"metrics": {"avg_jct_s": 1.5, "wall_s": 9.0}, "per_seed": [{"seed": 0, "metrics": {"x": 2}}]}}
     assert differences(a, a) == []
     assert differences(a, b) == ["fifo.metrics.avg_jct_s: 1.0 != 1.5", "fifo.per_seed[0].metrics.x: 1 != 2"]
+
+
+def test_bench_runs_a_pipeline_scenario(tmp_path):
+    """A ``level: pipeline`` scenario goes through the same app: results.json with the contract's
+    metrics per policy and workload, and the paper claims."""
+    import json
+
+    import yaml
+    from rich.console import Console
+
+    from bench.levels import run_level_bench
+    from gpusched_env.scenario import CONF_DIR
+
+    raw = yaml.safe_load((CONF_DIR / "scenario" / "adaptra_14b.yaml").read_text())
+    doc = run_level_bench(raw, ["1f1b", "adaptra"], [0], [0, 2], 1, tmp_path, False, None, Console(quiet=True))
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["level"] == "pipeline" and saved["policies"].keys() == {"1f1b", "adaptra"}
+    wl = [w["workload"] for w in saved["policies"]["adaptra"]["per_workload"]]
+    assert wl == ["delay-10ms", "delay-60ms"]
+    m = doc["policies"]["adaptra"]["metrics"]
+    assert m["iteration_time_ms"] < doc["policies"]["1f1b"]["metrics"]["iteration_time_ms"]
+    assert m["throughput_samples_s"] > 0
+
+
+def test_unknown_level_is_a_named_error():
+    from bench.levels import level_of
+    from gpusched_env.config_util import ConfigError
+
+    with pytest.raises(ConfigError, match="scenario.level: 'gpu' is not one of cluster, device, pipeline"):
+        level_of({"level": "gpu"})

@@ -1,0 +1,89 @@
+"""``gpusched-bench`` for scenarios of the levels below the cluster (``level: device`` or
+``level: pipeline`` in the scenario file): every (policy, seed, workload) goes through that level's
+:class:`~gpusched_env.levels.LevelBench`, and the results are written and printed exactly as for a
+cluster scenario (results.json, results.csv, tables, *paper vs sim*, the level's plots)."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from bench.report import print_report, results_csv, results_document, write_atomic, write_json_atomic
+from bench.runner import Task, TaskResult, aggregate, paper_values
+from gpusched_env.config_util import ConfigError
+from gpusched_env.levels import LEVELS, LevelBench, LevelRun, LevelScenario
+
+LEVEL_TABLE_COLUMNS = 6  # default printed columns: the level's first metrics (results.json has all)
+
+
+def level_of(raw: dict[str, Any]) -> str:
+    """The scenario's level (``cluster`` when the file does not say); an unknown one is an error."""
+    level = str(raw.get("level", "cluster"))
+    if level not in LEVELS:
+        raise ConfigError(f"scenario.level: {level!r} is not one of {', '.join(LEVELS)}")
+    return level
+
+
+def level_bench(level: str) -> LevelBench:
+    """The module ``gpusched_env.<level>.bench``."""
+    return importlib.import_module(f"gpusched_env.{level}.bench")  # type: ignore[return-value]
+
+
+def load_level_scenario(raw: dict[str, Any]) -> tuple[LevelBench, LevelScenario]:
+    level = level_of(raw)
+    lb = level_bench(level)
+    body = {k: v for k, v in raw.items() if k != "level"}
+    return lb, lb.load(body, str(raw.get("name", "")))
+
+
+def _run_one(level: str, scn: LevelScenario, task: Task) -> tuple[Task, LevelRun, float]:
+    t0 = time.perf_counter()
+    run = level_bench(level).run(scn, task.policy, task.seed, task.workload)
+    return task, run, time.perf_counter() - t0
+
+
+def run_level_bench(
+    raw: dict[str, Any], policies: list[str] | None, seeds: list[int], workloads: list[int] | None,
+    workers: int, out: Path, plots: bool, table_metrics: list[str] | None, console: Console,
+) -> dict[str, Any]:
+    """Run, write and print a device- or pipeline-level scenario; returns the results document."""
+    level = level_of(raw)
+    lb, scn = load_level_scenario(raw)
+    policies = policies or list(scn.default_policies) or list(lb.POLICIES)
+    unknown = [p for p in policies if p not in lb.POLICIES]
+    if unknown:
+        raise ConfigError(f"policies: {unknown} are not {level}-level policies; allowed: {', '.join(lb.POLICIES)}")
+    n = len(scn.workload_names)
+    chosen = list(range(n)) if workloads is None else list(workloads)
+    if any(not 0 <= w < n for w in chosen):
+        raise ConfigError(f"workloads: indices must be in 0..{n - 1} for {scn.name}, got {chosen}")
+    tasks = [Task(p, s, w) for p in policies for s in seeds for w in chosen]
+    console.print(f"[bold]{scn.name}[/] ({level} level): {len(policies)} policies × {len(seeds)} seeds × "
+                  f"{len(chosen)} workload(s) = {len(tasks)} runs on {workers} process(es)")
+    t0 = time.perf_counter()
+    if workers > 1 and len(tasks) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            done = list(pool.map(_run_one, [level] * len(tasks), [scn] * len(tasks), tasks))
+    else:
+        done = [_run_one(level, scn, t) for t in tasks]
+    wall = time.perf_counter() - t0
+    results = [TaskResult(t, scn.workload_names[t.workload], r.metrics, wall_s=w) for t, r, w in done]
+    block = aggregate(scn, results, seeds)  # type: ignore[arg-type]
+    doc = results_document(scn.name, seeds, block, paper_values(scn, block) or None)  # type: ignore[arg-type]
+    doc["level"] = level
+    doc["wall_s"] = round(wall, 2)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "results.json", doc)
+    write_atomic(out / "results.csv", results_csv(doc))
+    first_metrics = list(next(iter(block.values()))["metrics"])
+    print_report(doc, console, table_metrics or first_metrics[:LEVEL_TABLE_COLUMNS])
+    written = ["results.json", "results.csv"]
+    if plots:
+        written += [p.name for p in lb.plot(scn, [(t.policy, t.seed, t.workload, r) for t, r, _ in done], out)]
+    console.print(f"wrote {out}/{', '.join(written)} ({wall:.1f} s wall)")
+    return doc
