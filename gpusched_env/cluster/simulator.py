@@ -118,6 +118,9 @@ class Simulator:
         for j in self.jobs:
             if j.num_gpus > n:
                 raise ValueError(f"job {j.job_id} needs {j.num_gpus} GPUs; the cluster has {n}")
+            if j.pipeline is not None and j.pipeline.stages != j.num_gpus:
+                raise ValueError(f"job {j.job_id}: a pipeline job runs one stage per GPU, so num_gpus "
+                                 f"({j.num_gpus}) must equal pipeline.stages ({j.pipeline.stages})")
             self.spec(j.model)
 
     def spec(self, model: str) -> ModelSpec:

@@ -1,15 +1,24 @@
-"""The job-speed seam of the cluster model and its first implementation, data-parallel training.
+"""The job-speed seam of the cluster model and its implementations.
 
-:class:`DataParallelSpeed`: iteration time = base time of the job's model on the GPU type × max
-over its GPUs of (variability factor for its class × co-location slowdown from the device model ×
-transient straggler factor) × locality multiplier + communication time. Locality: PAL's constant
-penalty ``lf`` when a job spans nodes, or a ring all-reduce of 4 B × parameters per iteration over
-the slowest link spanned (``scenario.model.locality``).
+:class:`DataParallelSpeed` (the first): iteration time = base time of the job's model on the GPU
+type × max over its GPUs of the GPU's *slowness* × locality multiplier + communication time. A
+GPU's slowness for a job = variability factor for its class × co-location slowdown from the device
+model × transient straggler factor ÷ GPU-type speed. Locality: PAL's constant penalty ``lf`` when a
+job spans nodes, or a ring all-reduce of 4 B × parameters per iteration over the slowest link
+spanned (``scenario.model.locality``).
+
+Pipeline-parallel jobs (``Job.pipeline`` set; one GPU per stage, stage i on the i-th GPU of the
+allocation): the iteration time comes from the pipeline level
+(:func:`gpusched_env.pipeline.coupling.iteration_time_ms`) with each stage slowed by its GPU's
+slowness and each stage-to-stage link delayed by the link the placement crosses (latency +
+``activation_mb`` ÷ bandwidth), so a cluster policy sees the cost of splitting a pipeline over a
+slow link, a straggling GPU or a shared GPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -18,6 +27,8 @@ from gpusched_env.allocation import Allocation, ClusterState
 from gpusched_env.catalog import GPUS, ModelSpec
 from gpusched_env.cluster.model import LocalityConfig
 from gpusched_env.device.model import DeviceModel, Tenant
+from gpusched_env.pipeline.coupling import iteration_time_ms
+from gpusched_env.pipeline.spec import PipelineSpec
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job
 
@@ -78,6 +89,8 @@ class DataParallelSpeed:
         return 1.0, volume / (link.bandwidth_gbps * 1e9) + 2 * (n - 1) * link.latency_s
 
     def iter_time(self, job: Job, alloc: Allocation, mult: float, comm_s: float) -> float:
+        if job.pipeline is not None:
+            return self._pipeline_iter_s(job, job.pipeline, alloc)
         base = self.spec(job.model).base_iter_s
         c = job.class_index
         gpus = alloc.gpus
@@ -96,6 +109,24 @@ class DataParallelSpeed:
                 worst = max(worst, float(self.factors[g, c] * self.straggle[g] * sd / self.speed[g]))
         return base * worst * mult + comm_s
 
+    def slowness(self, job: Job, g: int) -> float:
+        """Time multiplier of ``job`` on GPU ``g`` against the reference GPU (see module docstring)."""
+        c = job.class_index
+        here = self.state.resident[g]
+        if len(here) == 1 and not self.state.running[job.job_id].sharing.is_mps:
+            return self._slow[g][c]
+        sd = self.device.share(self.topology.gpu_type_of(g), self.tenants(g)).tenants[here.index(job.job_id)].slowdown
+        return float(self.factors[g, c] * self.straggle[g] * sd / self.speed[g])
+
+    def _pipeline_iter_s(self, job: Job, spec: PipelineSpec, alloc: Allocation) -> float:
+        gpus = alloc.gpus
+        delays = []
+        for a, b in zip(gpus, gpus[1:], strict=False):
+            link = self.topology.links[self.topology.locality((a, b))]
+            delays.append((link.latency_s + spec.activation_mb * 1e6 / (link.bandwidth_gbps * 1e9)) * 1e3)
+        slows = tuple(self.slowness(job, g) for g in gpus)
+        return _pipeline_ms(spec, tuple(delays), slows) / 1e3
+
     def tenants(self, g: int) -> tuple[Tenant, ...]:
         """The device model's view of GPU ``g``'s residents."""
         state = self.state
@@ -111,3 +142,9 @@ class DataParallelSpeed:
         if len(here) == 1 and not self.state.running[here[0]].sharing.is_mps:
             return alone_util
         return self.device.share(self.topology.gpu_type_of(g), self.tenants(g)).util
+
+
+@lru_cache(maxsize=65536)
+def _pipeline_ms(spec: PipelineSpec, delays_ms: tuple[float, ...], slowdowns: tuple[float, ...]) -> float:
+    """Pipeline iteration time (ms), remembered per (spec, link delays, stage slowdowns)."""
+    return iteration_time_ms(spec, delays_ms, slowdowns)
