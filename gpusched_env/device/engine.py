@@ -88,10 +88,10 @@ class DeviceSim:
         """Advance to the next event (at most ``until_s``); False once ``until_s`` is reached."""
         t_next = min(self._next_time(), until_s)
         self._advance(t_next)
-        if t_next >= until_s:
-            return False
         for c in self.clients:
             self._handle(c)
+        if t_next >= until_s:
+            return False
         self._replan()
         return True
 

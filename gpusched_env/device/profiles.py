@@ -49,6 +49,10 @@ class ModelProfile:
     compute_frac: float  # share of kernel time compute-bound (memory intensity = 1 - this)
     standalone_s: tuple[tuple[str, float], ...]  # (GPU type, measured time per request / iteration)
     source: str
+    util_on: tuple[tuple[str, float], ...] = ()  # (GPU type, utilisation) where it differs from ``util``
+
+    def util_for(self, gpu_type: str) -> float:
+        return dict(self.util_on).get(gpu_type, self.util)
 
 
 # Sources: T = CALIBRATION.md / DEVICE.md (Tally, A100-40GB); H = data/calibration/colocation-h100
@@ -59,10 +63,12 @@ class ModelProfile:
 # transformers, 0.3 for LLM decoding (memory-bound), 0.6 for CNN inference; kernel counts of models
 # without a published profile scaled from the nearest Orion shape; LLM counts capped at 20000.
 PROFILES: dict[str, ModelProfile] = {p.name: p for p in (
-    ModelProfile("resnet50_inf", "inference", "resnet50_inf", 175, 0.4, 0.6,
-                 (("H100", 5.7115e-3), ("A100", 4.0e-3)), "H: solo; util, compute: c; A100 time: c"),
-    ModelProfile("bert_inf", "inference", "bert_inf", 572, 0.4, 0.5,
-                 (("A100", 4.05e-3), ("H100", 5.6435e-3)), "T: 4.05 ms; H: solo; util on H100: c"),
+    ModelProfile("resnet50_inf", "inference", "resnet50_inf", 175, 0.89, 0.6,
+                 (("H100", 5.7115e-3), ("A100", 4.0e-3)), "H: solo; util: c (BERT's 89 %), 0.4 on H100 (c); A100 time: c",
+                 (("H100", 0.4),)),
+    ModelProfile("bert_inf", "inference", "bert_inf", 572, 0.89, 0.5,
+                 (("A100", 4.05e-3), ("H100", 5.6435e-3)), "T: 4.05 ms at 89 % util; H: solo; util on H100: c",
+                 (("H100", 0.4),)),
     ModelProfile("resnet18_inf", "inference", "resnet50_inf", 70, 0.89, 0.6, (("RTX2080Ti", 1 / 724),),
                  "DEVICE.md (DARIS): 724 fps batch 1 on the 2080 Ti; util: c (BERT's 89 %); count: c"),
     ModelProfile("llama2_7b_inf", "inference", "bert_inf", 20000, 0.89, 0.3, (("A100", 1.964),),
@@ -138,7 +144,7 @@ def kernel_sequence(name: str, gpu_type: str, entropy: int) -> KernelSeq:
     rng = np.random.default_rng(np.random.SeedSequence([entropy, _stable_id(name)]))
     total = standalone_time(p, gpu)
     dur = _durations(SHAPES[p.shape], p.n_kernels, rng)
-    dur = dur * (total * p.util / dur.sum())
+    dur = dur * (total * p.util_for(gpu.name) / dur.sum())
     m = 1.0 - p.compute_frac
     mem = rng.beta(2.0 * m + 0.1, 2.0 * (1.0 - m) + 0.1, size=len(dur))
     sm = np.minimum(1.0, (dur * gpu.speed / device_gpu(FIT_GPU).speed / T_FULL_S) ** SM_EXP)
