@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from gpusched_env.device.gpus import DeviceGpu
 from gpusched_env.device.mechanism import HOST, IDLE, READY, RUN, ClientSpec, Grant, Mechanism
 from gpusched_env.device.stats import ClientStats, RunStats
@@ -220,4 +218,4 @@ def simulate(gpu: DeviceGpu, clients: Sequence[ClientSpec], mechanism: Mechanism
     return DeviceSim(gpu, clients, mechanism).run(duration_s)
 
 
-__all__ = ["DeviceSim", "ClientState", "simulate", "np"]
+

@@ -8,7 +8,7 @@ import pytest
 from gpusched_env.device.gpus import device_gpu
 from gpusched_env.device.kernels import group
 from gpusched_env.device.pairs import Grouping, PairSetup, run_pair
-from gpusched_env.device.profiles import kernel_sequence, standalone_time, profile
+from gpusched_env.device.profiles import kernel_sequence, profile, standalone_time
 from gpusched_env.device.service import ServiceSpec
 
 
