@@ -1,0 +1,129 @@
+"""The device level's :class:`~gpusched_env.levels.LevelBench`: HP × BE pairs on one GPU.
+
+A scenario (``level: device``) names a GPU type, HP inference models, BE training models, the HP
+arrivals and the mechanisms' parameters; its workloads are every ``HP+BE`` pair. Policy ``mps_be50``
+is MPS with the BE client capped at ``be_sm_pct`` % of the threads (the colocation-h100 cell).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpusched_env.config_util import ConfigError, from_dict
+from gpusched_env.device.measured import comparison
+from gpusched_env.device.mechanisms import MECHANISMS, make_mechanism
+from gpusched_env.device.pairs import Grouping, PairSetup, run_pair
+from gpusched_env.device.profiles import PROFILES
+from gpusched_env.device.service import ServiceSpec
+from gpusched_env.levels import LevelRun
+from gpusched_env.scenario import PaperClaim
+
+POLICIES: tuple[str, ...] = (*MECHANISMS, "mps_be50")
+
+
+@dataclass(frozen=True)
+class DeviceScenario:
+    """``conf/scenario/NAME.yaml`` with ``level: device``."""
+
+    name: str  # scenario name
+    level: str = "device"  # must be "device"
+    description: str = ""  # one line for tables
+    gpu_type: str = "A100"  # gpus.DEVICE_GPUS key
+    hp_models: list[str] = field(default_factory=lambda: ["bert_inf"])  # inference services (profiles.PROFILES)
+    be_models: list[str] = field(default_factory=lambda: ["resnet50_train"])  # training jobs (profiles.PROFILES)
+    service: ServiceSpec = field(default_factory=ServiceSpec)  # HP arrivals
+    duration_s: float = 30.0  # simulated seconds per run
+    grouping: Grouping = field(default_factory=Grouping)  # kernel grouping
+    hp_slo_factor: float | None = None  # SLO = factor × standalone request time
+    be_sm_pct: float = 50.0  # mps_be50: BE thread percentage
+    mechanisms: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-mechanism parameters
+    default_policies: list[str] = field(default_factory=list)  # policies run when none are given
+    paper: list[PaperClaim] = field(default_factory=list)  # published claims
+    compare_measured: bool = False  # add colocation-h100 measured-vs-sim metrics per pair
+    sources: dict[str, str] = field(default_factory=dict)  # parameter -> source
+
+    def __post_init__(self) -> None:
+        if self.level != "device":
+            raise ValueError(f"level must be 'device', got {self.level!r}")
+        for key, models, kind in (("hp_models", self.hp_models, "inference"), ("be_models", self.be_models, "training")):
+            allowed = sorted(k for k, p in PROFILES.items() if p.kind == kind)
+            bad = [m for m in models if m not in allowed]
+            if bad or not models:
+                raise ValueError(f"{key} must be a non-empty list of {allowed}, got {models}")
+        bad = [p for p in [*self.default_policies, *self.mechanisms] if p not in POLICIES]
+        if bad:
+            raise ValueError(f"policies must be among {list(POLICIES)}, got {bad}")
+        if not 0 < self.be_sm_pct <= 100:
+            raise ValueError(f"be_sm_pct must be in (0, 100], got {self.be_sm_pct}")
+        for mech, params in self.mechanisms.items():
+            if mech in MECHANISMS:
+                make_mechanism(mech, params)  # raises naming a bad parameter
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(h, b) for h in self.hp_models for b in self.be_models]
+
+    @property
+    def workload_names(self) -> list[str]:
+        return [f"{h}+{b}" for h, b in self.pairs]
+
+    def setup(self, workload: int) -> PairSetup:
+        if not 0 <= workload < len(self.pairs):
+            raise ValueError(f"workload must be in [0, {len(self.pairs) - 1}], got {workload}")
+        h, b = self.pairs[workload]
+        return PairSetup(self.gpu_type, h, b, self.service, self.duration_s, self.grouping, self.hp_slo_factor)
+
+
+def load(raw: dict[str, Any], name: str) -> DeviceScenario:
+    """The typed scenario from its YAML mapping (ConfigError names a bad or unknown key)."""
+    data = dict(raw)
+    data.setdefault("name", name)
+    return from_dict(DeviceScenario, data, f"scenario {name}")
+
+
+def run(scn: DeviceScenario, policy: str, seed: int, workload: int) -> LevelRun:
+    """One pair under one policy; all randomness from ``SeedSequence(seed)``."""
+    if policy not in POLICIES:
+        raise ConfigError(f"policy must be one of {list(POLICIES)}, got {policy!r}")
+    setup = scn.setup(workload)
+    mech, cap = ("mps", scn.be_sm_pct / 100.0) if policy == "mps_be50" else (policy, 1.0)
+    metrics, series = run_pair(setup, mech, seed, scn.mechanisms.get(policy), be_cap=cap)
+    if scn.compare_measured:
+        metrics.update(comparison(policy, setup.hp_model, setup.be_model, metrics))
+    return LevelRun(metrics, series)
+
+
+def plot(scn: DeviceScenario, runs: list[tuple[str, int, int, LevelRun]], out_dir: Path) -> list[Path]:
+    """HP latency CDF per mechanism and mean BE normalised throughput per mechanism."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    policies = list(dict.fromkeys(p for p, *_ in runs))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for p in policies:
+        lat = np.sort(np.concatenate([r.series.get("hp_latency_ms", []) for q, _, _, r in runs if q == p] or [[]]))
+        if len(lat):
+            ax.plot(lat, np.arange(1, len(lat) + 1) / len(lat), label=p)
+    ax.set(xscale="log", xlabel="HP request latency (ms)", ylabel="CDF", title=f"{scn.name}: HP latency")
+    ax.legend()
+    cdf = out_dir / f"{scn.name}_latency_cdf.png"
+    fig.tight_layout()
+    fig.savefig(cdf)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    vals = [float(np.mean([r.metrics["be_norm_throughput"] for q, _, _, r in runs if q == p])) for p in policies]
+    ax.bar(policies, vals)
+    ax.set(ylabel="BE throughput / standalone", title=f"{scn.name}: BE throughput")
+    ax.tick_params(axis="x", rotation=30)
+    bars = out_dir / f"{scn.name}_be_throughput.png"
+    fig.tight_layout()
+    fig.savefig(bars)
+    plt.close(fig)
+    return [cdf, bars]

@@ -1,0 +1,84 @@
+"""Speed benchmark of the device level (a script, not a timed test).
+
+    python -m gpusched_env.device.speed            # one pair, 60 s simulated, then all of tally_pairs on 2 workers
+Prints medians of repeated runs and the paper-vs-sim rows of tally_pairs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+
+import numpy as np
+import yaml
+
+from gpusched_env.device import bench
+from gpusched_env.scenario import CONF_DIR
+
+
+def _scenario(name: str) -> bench.DeviceScenario:
+    return bench.load(yaml.safe_load(open(CONF_DIR / "scenario" / f"{name}.yaml")), name)
+
+
+def one_pair(repeats: int = 3) -> float:
+    """Median wall seconds of bert_inf+gpt2_large_train under tally, 60 s simulated (standalone runs excluded)."""
+    scn = replace(_scenario("tally_pairs"), duration_s=60.0)
+    w = scn.workload_names.index("bert_inf+gpt2_large_train")
+    bench.run(scn, "exclusive", 0, w)  # the standalone reference, cached
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        bench.run(scn, "tally", 0, w)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def _task(args: tuple[str, int]) -> tuple[str, int, dict[str, float]]:
+    policy, w = args
+    return policy, w, bench.run(_scenario("tally_pairs"), policy, 0, w).metrics
+
+
+def all_pairs(workers: int = 2) -> tuple[float, dict[str, dict[str, float]]]:
+    """Wall seconds of every (policy, pair) of tally_pairs, and the mean metrics per policy."""
+    scn = _scenario("tally_pairs")
+    tasks = [(p, w) for w in range(len(scn.workload_names)) for p in scn.default_policies]
+    t = time.perf_counter()
+    with ProcessPoolExecutor(workers) as pool:
+        res = list(pool.map(_task, tasks, chunksize=6))
+    wall = time.perf_counter() - t
+    means = {p: {k: float(np.mean([m[k] for q, _, m in res if q == p])) for k in res[0][2]} for p in scn.default_policies}
+    return wall, means
+
+
+def main() -> None:
+    print(f"one pair, 60 s simulated, tally: {one_pair():.2f} s wall (median of 3)")
+    wall, means = all_pairs()
+    print(f"tally_pairs, {len(_scenario('tally_pairs').workload_names)} pairs x 6 policies, 2 workers: {wall:.1f} s wall")
+    for p, m in means.items():
+        print(f"  {p:13s} hp_p99_ratio {m['hp_p99_ratio']:.3f}  be_norm {m['be_norm_throughput']:.3f}  "
+              f"system {m['system_throughput']:.3f}")
+    print(f"paper vs sim: tally p99 overhead 0.072 vs {means['tally']['hp_p99_ratio'] - 1:.3f}; "
+          f"tgs 1.889 vs {means['tgs']['hp_p99_ratio'] - 1:.3f}; "
+          f"tally/tgs system throughput >= 0.8 vs {means['tally']['system_throughput'] / means['tgs']['system_throughput']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
+
+
+def h100_table(seed: int = 0) -> list[str]:
+    """Markdown rows: simulated vs measured BE throughput and HP p99 per h100_pairs cell."""
+    scn = _scenario("h100_pairs")
+    rows = ["| policy | pair | BE norm sim | BE norm measured | error | HP p99 sim (ms) | measured range | in range |",
+            "|---|---|---|---|---|---|---|---|"]
+    for p in scn.default_policies:
+        for w, name in enumerate(scn.workload_names):
+            m = bench.run(scn, p, seed, w).metrics
+            if "be_norm_throughput_measured" not in m:
+                continue
+            rows.append(f"| {p} | {name} | {m['be_norm_throughput']:.3f} | {m['be_norm_throughput_measured']:.3f} | "
+                        f"{m['be_norm_error']:+.1%} | {m['hp_p99_ms']:.1f} | {m['hp_p99_ms_measured_lo']:.1f}-"
+                        f"{m['hp_p99_ms_measured_hi']:.1f} | {'yes' if m['hp_p99_in_range'] else 'no'} |")
+    return rows

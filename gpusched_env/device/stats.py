@@ -1,0 +1,52 @@
+"""What a device run records: per-client latencies, waits and iterations; GPU busy and SM time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ClientStats:
+    """One client's record (mutable while the run goes)."""
+
+    name: str
+    role: str
+    latencies_s: list[float] = field(default_factory=list)  # per completed request
+    slo_met: int = 0  # requests within their SLO
+    iterations: int = 0  # completed training iterations
+    kernels: int = 0  # completed kernels (groups)
+    gpu_s: float = 0.0  # time with at least one of its kernels progressing
+    max_wait_s: float = 0.0  # longest wait of a kernel from queued to first progress
+    waits: int = 0
+
+    def add_latency(self, lat: float, slo_s: float | None) -> None:
+        self.latencies_s.append(lat)
+        if slo_s is not None and lat <= slo_s:
+            self.slo_met += 1
+
+    def add_wait(self, w: float) -> None:
+        self.waits += 1
+        self.max_wait_s = max(self.max_wait_s, w)
+
+
+@dataclass
+class RunStats:
+    """The whole GPU's record."""
+
+    gpu: str
+    mechanism: str
+    elapsed_s: float = 0.0
+    busy_s: float = 0.0  # time at least one kernel progresses (GPU utilisation numerator)
+    sm_s: float = 0.0  # SM-share-seconds held by progressing kernels
+    clients: list[ClientStats] = field(default_factory=list)
+
+    def add(self, dt: float, busy: float, sm: float) -> None:
+        self.busy_s += busy
+        self.sm_s += sm
+
+    def client(self, role: str) -> ClientStats:
+        """The first client of ``role``."""
+        for c in self.clients:
+            if c.role == role:
+                return c
+        raise KeyError(f"no client with role {role!r}")
