@@ -61,3 +61,38 @@ def test_pipeline_job_needs_one_gpu_per_stage():
     topo = Topology.build([NodeGroup(1, 4)])
     with pytest.raises(ValueError, match=r"num_gpus \(3\) must equal pipeline.stages \(2\)"):
         Simulator(topo, [Job(0, 0.0, 3, 10, "resnet50", pipeline=SPEC)], NO_VAR)
+
+
+def test_cluster_takes_colocation_speed_from_the_kernel_device_model():
+    """sharing.model=kernel: two jobs sharing one H100 by MPS run at the slowdown the kernel-level
+    device model gives for that tenant set (same seed stream as the simulator's)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from gpusched_env.catalog import MODELS
+    from gpusched_env.device.analytic import SharingConfig
+    from gpusched_env.device.kernel_device import KernelDevice
+    from gpusched_env.device.model import Tenant
+    from gpusched_env.types import Sharing
+
+    class _Mps:
+        name, round_s, events = "mps", None, True
+
+        def decide(self, view):
+            return [Start(j.job_id, (0,), Sharing.mps(50)) for j in view.pending]
+
+    model = replace(NO_VAR, sharing=SharingConfig(model="kernel"))
+    topo = Topology.build([NodeGroup(1, 1, gpu_type="H100", gpu_mem_gb=80.0)])
+    jobs = [Job(i, 0.0, 1, 200, "resnet50", mem_gb=10.0) for i in range(2)]
+    sim = Simulator(topo, jobs, model, seed=3)
+    run_policy(sim, _Mps())
+    seed = int(np.random.SeedSequence(3).spawn(5)[4].generate_state(1)[0])
+    spec = MODELS["resnet50"]
+    tenant = Tenant("resnet50", min(spec.util, 1.0), Sharing.mps(50))
+    sd = KernelDevice(seed=seed).share("H100", [tenant, tenant]).tenants[0].slowdown
+    from gpusched_env.catalog import GPUS
+
+    expect = 200 * spec.base_iter_s * sd / GPUS["H100"].speed
+    assert [r.finish_s for r in sim.result().records] == pytest.approx([expect, expect], rel=1e-9)
+    assert sd > 1.0

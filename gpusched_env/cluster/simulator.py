@@ -24,6 +24,8 @@ from gpusched_env.cluster.processes import Stragglers, drift_process, failure_pr
 from gpusched_env.cluster.speed import DataParallelSpeed
 from gpusched_env.cluster.variability import sample_factors
 from gpusched_env.device.analytic import AnalyticDevice
+from gpusched_env.device.kernel_device import KernelDevice
+from gpusched_env.device.model import DeviceModel
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult
 from gpusched_env.run_rules import (
@@ -79,7 +81,8 @@ class Simulator:
         self.models = dict(models or {})
         self._spec_cache: dict[str, ModelSpec] = {}
         ss = np.random.SeedSequence(seed)
-        (rng_var, self._rng_drift, self._rng_strag, self._rng_fail) = (np.random.default_rng(s) for s in ss.spawn(4))
+        streams = ss.spawn(5)  # variability, drift, stragglers, failures, kernel shapes (the device model)
+        (rng_var, self._rng_drift, self._rng_strag, self._rng_fail) = (np.random.default_rng(s) for s in streams[:4])
         factors = (
             np.asarray(slowdown_profile, dtype=float)
             if slowdown_profile is not None
@@ -87,9 +90,12 @@ class Simulator:
         )
         self.visible_slowdown = factors.copy()
         self.state = ClusterState(topology, max_jobs_per_gpu)
-        self.speed = DataParallelSpeed(
-            topology, self.state, AnalyticDevice(self.model.sharing), self.model.locality, factors, self.spec
+        sharing = self.model.sharing
+        device: DeviceModel = (
+            AnalyticDevice(sharing) if sharing.model == "analytic"
+            else KernelDevice(seed=int(streams[4].generate_state(1)[0]))
         )
+        self.speed = DataParallelSpeed(topology, self.state, device, self.model.locality, factors, self.spec)
         self.power = PowerLedger(topology, self.model.power, self.model.timeline)
         self.env = simpy.Environment()
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))

@@ -33,9 +33,14 @@ def _default_count_slowdown() -> list[float]:
 class SharingConfig:
     """``scenario.model.sharing``."""
 
+    model: str = "analytic"  # analytic: these closed-form formulas; kernel: the kernel-level device model (device/kernel_device.py)
     use_gavel_pairs: bool = True  # use Gavel's measured pair throughputs for 2 jobs when known
     count_slowdown: list[float] = field(default_factory=_default_count_slowdown)  # EaCO slowdown for k jobs, index k-1
     saturate_by_util: bool = True  # also multiply by max(1, summed utilisation of the residents)
+
+    def __post_init__(self) -> None:
+        if self.model not in ("analytic", "kernel"):
+            raise ValueError(f"sharing.model must be analytic or kernel, got {self.model!r}")
 
 
 class AnalyticDevice:
