@@ -18,7 +18,17 @@ from bench.runner import Task, TaskResult, aggregate, paper_values
 from gpusched_env.config_util import ConfigError
 from gpusched_env.levels import LEVELS, LevelBench, LevelRun, LevelScenario
 
-LEVEL_TABLE_COLUMNS = 6  # default printed columns: the level's first metrics (results.json has all)
+LEVEL_TABLE_COLUMNS = 7  # default printed columns (results.json and .csv have every metric)
+HEADLINE = ("hp_p99_ratio", "hp_p99_ms", "be_norm_throughput", "be_norm_throughput_measured", "be_norm_error",
+            "hp_p99_in_range", "system_throughput", "throughput_jobs_s", "hp_deadline_miss_rate",
+            "lp_deadline_miss_rate", "iteration_time_ms", "throughput_samples_s")
+"""Metrics shown first where a run has them (CONTRACT.md's device and pipeline names)."""
+
+
+def default_columns(metrics: list[str]) -> list[str]:
+    """The headline metrics the run has, then its others, :data:`LEVEL_TABLE_COLUMNS` in all."""
+    first = [m for m in HEADLINE if m in metrics]
+    return (first + [m for m in metrics if m not in first])[:LEVEL_TABLE_COLUMNS]
 
 
 def level_of(raw: dict[str, Any]) -> str:
@@ -80,8 +90,7 @@ def run_level_bench(
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", doc)
     write_atomic(out / "results.csv", results_csv(doc))
-    first_metrics = list(next(iter(block.values()))["metrics"])
-    print_report(doc, console, table_metrics or first_metrics[:LEVEL_TABLE_COLUMNS])
+    print_report(doc, console, table_metrics or default_columns(list(next(iter(block.values()))["metrics"])))
     written = ["results.json", "results.csv"]
     if plots:
         written += [p.name for p in lb.plot(scn, [(t.policy, t.seed, t.workload, r) for t, r, _ in done], out)]
