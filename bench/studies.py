@@ -3,6 +3,7 @@
     python -m bench.studies locality   [--workers 2] [--seeds 0] [--out DIR]   # PAL A2: lf sweep on workload-6
     python -m bench.studies robustness [--workers 2] [--draws 30] [--out DIR]   # A1 over many variability draws
     python -m bench.studies pal_gains  [--workers 2] [--seeds 0] [--out DIR]   # A1 per-workload gains vs published
+    python -m bench.studies eaco_sets  [--workers 2] [--out DIR]               # eaco_node per set of 2, 3, 4 models
 
 ``locality`` runs ``pal_locality`` once per locality penalty of the artifact's sweep
 (``run_sia_sim_losweep.sh``: 1.0 … 3.0), setting the simulator's penalty and PAL's L×V ``lf``
@@ -224,7 +225,7 @@ def pal_gains(workers: int, seeds: list[int], out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.studies", description=__doc__.split("\n\n")[0])
-    ap.add_argument("study", choices=["locality", "robustness", "pal_gains"])
+    ap.add_argument("study", choices=["locality", "robustness", "pal_gains", "eaco_sets"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--draws", type=int, default=30)
@@ -235,8 +236,54 @@ def main(argv: list[str] | None = None) -> None:
         locality(a.workers, a.seeds, out)
     elif a.study == "robustness":
         robustness(a.workers, a.draws, out)
+    elif a.study == "eaco_sets":
+        eaco_sets(a.workers, out)
     else:
         pal_gains(a.workers, a.seeds, out)
+
+
+
+EACO_MODELS = ("alexnet", "resnet18", "resnet50_imagenet", "vgg16")
+"""EaCO's four ImageNet models, in eaco_node's job order (CALIBRATION.md exclusive-run table)."""
+
+
+def eaco_sets(workers: int, out: Path, sizes: tuple[int, ...] = (2, 3, 4)) -> dict[str, Any]:
+    """``eaco_node`` for every set of 2, 3 and 4 of EaCO's four models (jobs of the set arrive at t=0):
+    energy, average power and average JCT per set and policy, and the saving vs exclusive ``fifo``."""
+    from itertools import combinations
+
+    from rich.table import Table
+
+    base = load_scenario("eaco_node")
+    jobs = {j["model"]: j for j in base.workload.jobs}
+    policies = list(base.default_policies)
+    rows = []
+    t0 = time.perf_counter()
+    for k in sizes:
+        for combo in combinations(EACO_MODELS, k):
+            scn = dc.replace(base, workload=dc.replace(base.workload, jobs=[jobs[m] for m in combo]))
+            res = run_tasks(scn, [Task(p, 0, 0) for p in policies], workers=workers, keep_series=False)
+            ref = res[0].metrics
+            for r in res:
+                m = r.metrics
+                rows.append({"set": "+".join(combo), "k": k, "policy": r.task.policy,
+                             "energy_kwh": m["energy_kwh"], "avg_power_w": m["energy_kwh"] * 3.6e6 / m["makespan_s"],
+                             "avg_jct_h": m["avg_jct_s"] / 3600, "makespan_h": m["makespan_s"] / 3600,
+                             "energy_saving": 1 - m["energy_kwh"] / ref["energy_kwh"],
+                             "avg_run_change": m["avg_run_s"] / ref["avg_run_s"] - 1})
+    wall = time.perf_counter() - t0
+    t = Table(title="eaco_node: every set of 2, 3, 4 models on one 8 x V100 node (vs exclusive fifo)")
+    for c in ("set", "policy", "energy kWh", "avg power W", "avg JCT h", "makespan h", "energy saving", "runtime change"):
+        t.add_column(c, justify="left" if c in ("set", "policy") else "right")
+    for r in rows:
+        t.add_row(r["set"], r["policy"], f"{r['energy_kwh']:.1f}", f"{r['avg_power_w']:.0f}", f"{r['avg_jct_h']:.2f}",
+                  f"{r['makespan_h']:.2f}", f"{r['energy_saving']:+.1%}", f"{r['avg_run_change']:+.1%}")
+    wide_console().print(t)
+    doc = {"study": "eaco_sets", "policies": policies, "rows": rows, "wall_s": round(wall, 2)}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "results.json", doc)
+    print(f"wrote {out}/results.json ({wall:.1f} s wall)")
+    return doc
 
 
 if __name__ == "__main__":

@@ -46,3 +46,17 @@ def test_pal_keeps_a_4gpu_job_on_one_node_where_pm_first_spans() -> None:
     # with lf = 1.1 the across-node fast set wins again (1.1 < 1.2)
     pal11 = PALPlacement(_FactorSource(2, 3.0, 1.1)).place(job(0, 4), PlacementContext(view, free.copy()))
     assert pal11 == (0, 1, 4, 5)
+
+
+def test_eaco_sets_separate_by_set_size(tmp_path) -> None:
+    from bench.studies import eaco_sets
+
+    doc = eaco_sets(1, tmp_path, sizes=(2, 4))
+    rows = {(r["set"], r["policy"]): r for r in doc["rows"]}
+    pair = rows[("alexnet+resnet18", "eaco")]
+    four = rows[("alexnet+resnet18+resnet50_imagenet+vgg16", "eaco")]
+    assert pair["avg_run_change"] == pytest.approx(0.03, abs=0.002)  # EaCO's 3 % for 2 jobs (input)
+    assert four["avg_run_change"] == pytest.approx(0.19, abs=0.005)  # 19 % for 4 (input)
+    assert four["energy_saving"] == pytest.approx(0.392, abs=0.005)
+    assert 0.40 < pair["energy_saving"] < 0.42
+    assert rows[("alexnet+resnet18", "fifo")]["energy_saving"] == 0.0
