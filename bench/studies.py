@@ -4,6 +4,7 @@
     python -m bench.studies robustness [--workers 2] [--draws 30] [--out DIR]   # A1 over many variability draws
     python -m bench.studies pal_gains  [--workers 2] [--seeds 0] [--out DIR]   # A1 per-workload gains vs published
     python -m bench.studies eaco_sets  [--workers 2] [--out DIR]               # eaco_node per set of 2, 3, 4 models
+    python -m bench.studies eaco_breakdown [--seeds 0] [--out DIR]             # eaco_cluster energy by component
 
 ``locality`` runs ``pal_locality`` once per locality penalty of the artifact's sweep
 (``run_sia_sim_losweep.sh``: 1.0 … 3.0), setting the simulator's penalty and PAL's L×V ``lf``
@@ -225,7 +226,7 @@ def pal_gains(workers: int, seeds: list[int], out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.studies", description=__doc__.split("\n\n")[0])
-    ap.add_argument("study", choices=["locality", "robustness", "pal_gains", "eaco_sets"])
+    ap.add_argument("study", choices=["locality", "robustness", "pal_gains", "eaco_sets", "eaco_breakdown"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--draws", type=int, default=30)
@@ -236,6 +237,8 @@ def main(argv: list[str] | None = None) -> None:
         locality(a.workers, a.seeds, out)
     elif a.study == "robustness":
         robustness(a.workers, a.draws, out)
+    elif a.study == "eaco_breakdown":
+        eaco_breakdown(out, a.seeds[0])
     elif a.study == "eaco_sets":
         eaco_sets(a.workers, out)
     else:
@@ -283,6 +286,76 @@ def eaco_sets(workers: int, out: Path, sizes: tuple[int, ...] = (2, 3, 4)) -> di
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", doc)
     print(f"wrote {out}/results.json ({wall:.1f} s wall)")
+    return doc
+
+
+
+def eaco_breakdown(out: Path, seed: int = 0) -> dict[str, Any]:
+    """Where ``eaco_cluster``'s energy goes, per policy: busy GPUs, idle GPUs on active nodes, the
+    active nodes' baseline, the low-power (emptied) nodes; mean and peak active-node count. Sampled at
+    every decision point of the policy (piecewise constant in between: an approximation of the
+    ledger, checked against its total)."""
+    from rich.table import Table
+
+    from bench.runner import make_policy, simulate
+
+    scn = load_scenario("eaco_cluster")
+    topo = scn.cluster.topology()
+    pw = scn.model.power
+    rows = []
+    for name in ("fifo", "fifo_packed", "gandiva", "eaco"):
+        pol = make_policy(name, scn, seed)
+        acc = {"t": None, "busy_gpu_j": 0.0, "idle_gpu_active_j": 0.0, "base_j": 0.0, "sleep_j": 0.0,
+               "idle_node_awake_j": 0.0, "active_node_s": 0.0, "peak": 0, "last": None}
+        orig = pol.decide
+
+        def decide(view, orig=orig, acc=acc):
+            now = view.now
+            if acc["last"] is not None:
+                dt = now - acc["t"]
+                for k, v in acc["last"].items():
+                    acc[k] += v * dt
+            nres = np.asarray(view.n_resident)
+            p = np.asarray(view.gpu_power_w)
+            active = np.bincount(topo.gpu_node, weights=(nres > 0).astype(float), minlength=topo.n_nodes) > 0
+            act_g = active[topo.gpu_node]
+            n_act = int(active.sum())
+            acc["peak"] = max(acc["peak"], n_act)
+            acc["last"] = {
+                "busy_gpu_j": float(p[nres > 0].sum()),
+                "idle_gpu_active_j": float(p[(nres == 0) & act_g].sum()),
+                "base_j": pw.node_base_w * n_act,
+                "sleep_j": (pw.sleep_w * (~active).sum()) if pw.low_power_idle else 0.0,
+                "idle_node_awake_j": 0.0 if pw.low_power_idle else float(p[~act_g].sum() + pw.node_base_w * (~active).sum()),
+                "active_node_s": float(n_act),
+            }
+            acc["t"] = now
+            return orig(view)
+
+        pol.decide = decide  # type: ignore[method-assign]
+        _, res = simulate(scn, pol, seed, 0)
+        from gpusched_env.metrics import compute_metrics
+
+        met = compute_metrics(res)
+        span = met["makespan_s"]
+        tot = sum(acc[k] for k in ("busy_gpu_j", "idle_gpu_active_j", "base_j", "sleep_j", "idle_node_awake_j")) / 3.6e6
+        runs = [r.finish_s - r.first_start_s for r in res.tracked if r.finish_s is not None and r.first_start_s is not None]
+        rows.append({"policy": name, "energy_kwh": met["energy_kwh"], "sampled_kwh": tot,
+                     "busy_gpu_kwh": acc["busy_gpu_j"] / 3.6e6, "idle_gpu_on_active_nodes_kwh": acc["idle_gpu_active_j"] / 3.6e6,
+                     "active_node_base_kwh": acc["base_j"] / 3.6e6, "low_power_nodes_kwh": acc["sleep_j"] / 3.6e6,
+                     "mean_active_nodes": acc["active_node_s"] / span, "peak_active_nodes": acc["peak"],
+                     "avg_run_h": float(np.mean(runs)) / 3600, "avg_jct_h": met["avg_jct_s"] / 3600})
+    t = Table(title=f"eaco_cluster energy breakdown, seed {seed} (kWh; sampled at decision points)")
+    cols = ["policy", "energy_kwh", "sampled_kwh", "busy_gpu_kwh", "idle_gpu_on_active_nodes_kwh", "active_node_base_kwh",
+            "low_power_nodes_kwh", "mean_active_nodes", "peak_active_nodes", "avg_run_h", "avg_jct_h"]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in rows:
+        t.add_row(*(r[c] if isinstance(r[c], str) else f"{r[c]:.1f}" for c in cols))
+    wide_console().print(t)
+    doc = {"study": "eaco_breakdown", "seed": seed, "rows": [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "results.json", doc)
     return doc
 
 
