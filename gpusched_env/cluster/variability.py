@@ -8,6 +8,10 @@ Modes:
   that class's per-run distribution (classes drawn independently), fixed for the whole run.
 - ``per_gpu`` — each GPU is a persistent draw from the distribution of per-GPU medians; one quantile
   level per GPU shared by all classes (choice: a GPU slow on one benchmark is slow on the others).
+- ``pal_artifact`` — the one fixed draw of PAL's artifact (``random.seed(42)``, ``random.choice`` over
+  the per-run values per GPU and class), rebuilt from the same data with the artifact's procedure
+  (:mod:`.pal_draw`); the same matrix for every seed. ``class_source`` does not apply (the artifact's
+  own class files are used).
 - ``none`` — all factors 1.
 Options: ``outlier_prob`` adds persistent outliers ``outlier_factor`` slower (SC'22: up to 1.5x);
 ``drift_sigma`` makes factors drift by a log-normal step every ``drift_interval_s``.
@@ -25,11 +29,14 @@ from gpusched_env.fitted import QUANTILE_GRID, VARIABILITY_QUANTILES
 from gpusched_env.types import PERF_CLASSES
 
 
+MODES = ("per_run", "per_gpu", "pal_artifact", "none")
+
+
 @dataclass(frozen=True)
 class VariabilityConfig:
     """``scenario.model.variability``."""
 
-    mode: str = "per_gpu"  # per_run | per_gpu | none
+    mode: str = "per_gpu"  # per_run | per_gpu | pal_artifact | none
     outlier_prob: float = 0.0  # choice: the Longhorn tail already holds outliers
     outlier_factor: float = 1.5  # SC'22 (CALIBRATION.md): outliers up to 1.5x slower
     drift_sigma: float = 0.0  # log-normal sigma of each drift step; 0 = off
@@ -38,8 +45,8 @@ class VariabilityConfig:
     class_source: dict[str, str] = field(default_factory=dict)  # e.g. {C: B}: draw class C from B's data
 
     def __post_init__(self) -> None:
-        if self.mode not in ("per_run", "per_gpu", "none"):
-            raise ValueError(f"mode must be per_run, per_gpu or none, got {self.mode!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         bad = {k: v for k, v in self.class_source.items() if k not in PERF_CLASSES or v not in PERF_CLASSES}
         if bad:
             raise ValueError(f"class_source maps classes A-D to classes A-D, got {bad}")
@@ -60,6 +67,13 @@ def sample_factors(n_gpus: int, cfg: VariabilityConfig, rng: np.random.Generator
                 f"variability.profile_path {cfg.profile_path}: {f.shape[0]} GPUs, cluster has {n_gpus}"
             )
         return f
+    if cfg.mode == "pal_artifact":
+        from gpusched_env.cluster.pal_draw import artifact_draw
+
+        out = artifact_draw(n_gpus)
+        if cfg.outlier_prob > 0:
+            out[rng.random(n_gpus) < cfg.outlier_prob] *= cfg.outlier_factor
+        return out
     out = np.ones((n_gpus, len(PERF_CLASSES)))
     src = {cls: cfg.class_source.get(cls, cls) for cls in PERF_CLASSES}
     if cfg.mode == "per_run":

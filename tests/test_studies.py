@@ -1,0 +1,62 @@
+"""bench/studies.py helpers and the PAL locality behaviour the A2 sweep relies on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from baselines.pal import PALPlacement, _FactorSource
+from baselines.placement import PMFirstPlacement
+from bench.studies import LF_SWEEP, geomean_gain, gains, with_lf
+from gpusched_env.placement import PlacementContext
+from gpusched_env.scenario import load_scenario
+from tests.baselines.bl_helpers import job, make_state, make_view
+
+
+def test_with_lf_sets_simulator_and_pal_together() -> None:
+    scn = load_scenario("pal_locality")
+    assert scn.workload_names == ["workload-6"]
+    assert scn.model.variability.mode == "pal_artifact"
+    s = with_lf(scn, 2.5)
+    assert s.model.locality.lf == 2.5 and s.policies["pal"]["lf"] == 2.5
+    assert scn.model.locality.lf == 1.7 and scn.policies["pal"]["lf"] == 1.7  # original untouched
+    assert LF_SWEEP == (1.0, 1.5, 2.0, 2.5, 3.0)
+
+
+def test_gain_helpers() -> None:
+    block = {"b": {"per_workload": [{"metrics": {"avg_jct_s": 100.0}}, {"metrics": {"avg_jct_s": 200.0}}]},
+             "p": {"per_workload": [{"metrics": {"avg_jct_s": 50.0}}, {"metrics": {"avg_jct_s": 200.0}}]}}
+    g = gains(block, "b")
+    assert g["p"] == [0.5, 0.0]
+    assert geomean_gain(g["p"]) == pytest.approx(1 - np.sqrt(0.5))
+
+
+def test_pal_keeps_a_4gpu_job_on_one_node_where_pm_first_spans() -> None:
+    # 2 nodes x 4 GPUs, class A: node 0 = F F S S, node 1 = F F S S; a 4-GPU job.
+    s = make_state(2, 4)
+    sd = np.full((8, 4), 1.2)
+    sd[[0, 1, 4, 5], 0] = 1.0
+    view = make_view(s, slowdown=sd)
+    free = np.ones(8, dtype=bool)
+    src = _FactorSource(2, 3.0, 1.7)
+    pm = PMFirstPlacement(src.levels).place(job(0, 4), PlacementContext(view, free.copy()))
+    pal = PALPlacement(src).place(job(0, 4), PlacementContext(view, free.copy()))
+    assert pm == (0, 1, 4, 5)  # the four fast GPUs, across both nodes (x lf)
+    assert pal == (0, 1, 2, 3)  # (slow, within, 1.2) precedes (fast, across, 1.7): one node
+    # with lf = 1.1 the across-node fast set wins again (1.1 < 1.2)
+    pal11 = PALPlacement(_FactorSource(2, 3.0, 1.1)).place(job(0, 4), PlacementContext(view, free.copy()))
+    assert pal11 == (0, 1, 4, 5)
+
+
+def test_eaco_sets_separate_by_set_size(tmp_path) -> None:
+    from bench.studies import eaco_sets
+
+    doc = eaco_sets(1, tmp_path, sizes=(2, 4))
+    rows = {(r["set"], r["policy"]): r for r in doc["rows"]}
+    pair = rows[("alexnet+resnet18", "eaco")]
+    four = rows[("alexnet+resnet18+resnet50_imagenet+vgg16", "eaco")]
+    assert pair["avg_run_change"] == pytest.approx(0.03, abs=0.002)  # EaCO's 3 % for 2 jobs (input)
+    assert four["avg_run_change"] == pytest.approx(0.19, abs=0.005)  # 19 % for 4 (input)
+    assert four["energy_saving"] == pytest.approx(0.392, abs=0.005)
+    assert 0.40 < pair["energy_saving"] < 0.42
+    assert rows[("alexnet+resnet18", "fifo")]["energy_saving"] == 0.0
