@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpusched_env.envs.observe import DecisionBuilder, JobCache
-from gpusched_env.envs.options import OPTION_NAMES, OptionSet
+from gpusched_env.envs.options import OPTION_NAMES, OptionSet, pal_params
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Decision
 from gpusched_env.view import ClusterView
@@ -84,9 +84,7 @@ class AgentPolicy:
         self.fifo_slots = int(env.get("fifo_slots", 8))
         self.max_actions = int(env.get("max_actions_per_decision", 64))
         pal = env.get("pal")
-        pal_params = dict(scn.policies.get("pal", {})) if pal is None else dict(pal)
-        pal_params.pop("round_s", None)
-        self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params)
+        self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params(scn, pal))
         self.cache = JobCache()
         self._n = 0
 

@@ -56,6 +56,8 @@ def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = No
     rs = scn.round_for(name)
     if "round_s" in accepted and rs is not None:
         params.setdefault("round_s", rs)
+    if "lf" in accepted and scn.model.locality.mode == "constant":
+        params.setdefault("lf", scn.model.locality.lf)  # a policy plans with the penalty the model charges
     return get_policy(name, **params)
 
 

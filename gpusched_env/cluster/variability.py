@@ -28,7 +28,6 @@ import numpy as np
 from gpusched_env.fitted import QUANTILE_GRID, VARIABILITY_QUANTILES
 from gpusched_env.types import PERF_CLASSES
 
-
 MODES = ("per_run", "per_gpu", "pal_artifact", "none")
 
 

@@ -11,7 +11,13 @@ from gymnasium import spaces
 
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW, DecisionBuilder, JobCache, obs_size
-from gpusched_env.envs.options import DEFAULT_PLACEMENTS, OPTION_NAMES, OptionSet, PlacementFactory
+from gpusched_env.envs.options import (
+    DEFAULT_PLACEMENTS,
+    OPTION_NAMES,
+    OptionSet,
+    PlacementFactory,
+    pal_params,
+)
 from gpusched_env.metrics import J_PER_KWH, RunResult
 from gpusched_env.policy import Policy
 from gpusched_env.scenario import Scenario, build_workloads, load_scenario, sim_seed
@@ -149,9 +155,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             raise ValueError(f"need queue_slots >= 1 and 0 <= fifo_slots <= queue_slots, got {queue_slots}, {fifo_slots}")
         self.k = int(queue_slots)
         self.fifo_slots = int(fifo_slots)
-        pal_params = dict(self.scn.policies.get("pal", {})) if pal is None else dict(pal)
-        pal_params.pop("round_s", None)
-        self.option_set = OptionSet(tuple(options), pal_params, placements)
+        self.option_set = OptionSet(tuple(options), pal_params(self.scn, pal), placements)
         self._shares = bool(self.scn.cluster.max_jobs_per_gpu > 1 and not self.option_set.exclusive.all())
         self.reward_scale = float(reward_scale)
         self.energy_weight = float(energy_weight)

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
+from gpusched_env.scenario import Scenario
 from gpusched_env.types import Job
 
 OPTION_NAMES: tuple[str, ...] = ("pal", "pm_first", "packed", "spread", "least_interference")
@@ -43,6 +44,16 @@ DEFAULT_PLACEMENTS = "baselines.env_options:exclusive_placements"
 
 PlacementFactory = Callable[[dict[str, Any]], Mapping[str, Placement]]
 """``factory(pal_params) -> {option name: placement}`` for the exclusive options."""
+
+
+def pal_params(scn: Scenario, pal: dict[str, Any] | None = None) -> dict[str, Any]:
+    """PAL's placement parameters in ``scn`` (``pal`` overrides the scenario's ``policies.pal``),
+    planning with the locality penalty the model charges (as the bench gives the ``pal`` policy)."""
+    params = dict(scn.policies.get("pal", {})) if pal is None else dict(pal)
+    params.pop("round_s", None)
+    if scn.model.locality.mode == "constant":
+        params.setdefault("lf", scn.model.locality.lf)
+    return params
 
 
 def resolve_placements(factory: str | PlacementFactory) -> PlacementFactory:
