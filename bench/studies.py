@@ -142,7 +142,7 @@ def robustness(workers: int, draws: int, out: Path) -> dict[str, Any]:
         rows.append({"seed": s, **draw_properties(_draw_of(scn, s)),
                      "pal": geomean_gain(g["pal"]), "pm_first": geomean_gain(g["pm_first"]),
                      "pal_per_workload": g["pal"], "pm_first_per_workload": g["pm_first"]})
-    summary = {}
+    summary: dict[str, Any] = {}
     for p in ("pal", "pm_first"):
         v = np.array([r[p] for r in rows])
         summary[p] = {"median": float(np.median(v)), "p10": float(np.quantile(v, 0.1)),
@@ -168,7 +168,10 @@ def robustness(workers: int, draws: int, out: Path) -> dict[str, Any]:
         t.add_column(c, justify="right")
     for p in ("pal", "pm_first"):
         s_ = summary[p]
-        f = (lambda x: "-" if x is None else f"{x:+.1%}")
+
+        def f(x: float | None) -> str:
+            return "-" if x is None else f"{x:+.1%}"
+
         t.add_row(p, f(s_["median"]), f(s_["p10"]), f(s_["p90"]), f(s_["min"]), f(s_["max"]),
                   f"{s_['corr_max_a']:+.2f}", f(s_["median_if_max_a_ge_2"]), f(s_["median_if_max_a_lt_1.5"]))
     wide_console().print(t)
@@ -260,7 +263,7 @@ def eaco_sets(workers: int, out: Path, sizes: tuple[int, ...] = (2, 3, 4)) -> di
     base = load_scenario("eaco_node")
     jobs = {j["model"]: j for j in base.workload.jobs}
     policies = list(base.default_policies)
-    rows = []
+    rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for k in sizes:
         for combo in combinations(EACO_MODELS, k):
@@ -278,9 +281,10 @@ def eaco_sets(workers: int, out: Path, sizes: tuple[int, ...] = (2, 3, 4)) -> di
     t = Table(title="eaco_node: every set of 2, 3, 4 models on one 8 x V100 node (vs exclusive fifo)")
     for c in ("set", "policy", "energy kWh", "avg power W", "avg JCT h", "makespan h", "energy saving", "runtime change"):
         t.add_column(c, justify="left" if c in ("set", "policy") else "right")
-    for r in rows:
-        t.add_row(r["set"], r["policy"], f"{r['energy_kwh']:.1f}", f"{r['avg_power_w']:.0f}", f"{r['avg_jct_h']:.2f}",
-                  f"{r['makespan_h']:.2f}", f"{r['energy_saving']:+.1%}", f"{r['avg_run_change']:+.1%}")
+    for row in rows:
+        t.add_row(row["set"], row["policy"], f"{row['energy_kwh']:.1f}", f"{row['avg_power_w']:.0f}",
+                  f"{row['avg_jct_h']:.2f}", f"{row['makespan_h']:.2f}", f"{row['energy_saving']:+.1%}",
+                  f"{row['avg_run_change']:+.1%}")
     wide_console().print(t)
     doc = {"study": "eaco_sets", "policies": policies, "rows": rows, "wall_s": round(wall, 2)}
     out.mkdir(parents=True, exist_ok=True)
@@ -305,7 +309,7 @@ def eaco_breakdown(out: Path, seed: int = 0) -> dict[str, Any]:
     rows = []
     for name in ("fifo", "fifo_packed", "gandiva", "eaco"):
         pol = make_policy(name, scn, seed)
-        acc = {"t": None, "busy_gpu_j": 0.0, "idle_gpu_active_j": 0.0, "base_j": 0.0, "sleep_j": 0.0,
+        acc: dict[str, Any] = {"t": None, "busy_gpu_j": 0.0, "idle_gpu_active_j": 0.0, "base_j": 0.0, "sleep_j": 0.0,
                "idle_node_awake_j": 0.0, "active_node_s": 0.0, "peak": 0, "last": None}
         orig = pol.decide
 
