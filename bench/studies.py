@@ -50,11 +50,9 @@ PAL_A1_RANGE = {"pal": (0.21, 0.59), "pm_first": (0.05, 0.59)}
 
 
 def with_lf(scn: Scenario, lf: float) -> Scenario:
-    """The scenario with the simulator's locality penalty and PAL's L×V lf both set to ``lf``."""
-    model = dc.replace(scn.model, locality=dc.replace(scn.model.locality, lf=lf))
-    pols = {k: dict(v) for k, v in scn.policies.items()}
-    pols.setdefault("pal", {})["lf"] = lf
-    return dc.replace(scn, model=model, policies=pols)
+    """The scenario with the simulator's locality penalty set to ``lf`` (PAL's L×V order plans with
+    the same penalty: :func:`bench.runner.make_policy` passes it)."""
+    return dc.replace(scn, model=dc.replace(scn.model, locality=dc.replace(scn.model.locality, lf=lf)))
 
 
 def gains(block: dict[str, Any], baseline: str) -> dict[str, list[float]]:

@@ -17,9 +17,12 @@ def test_with_lf_sets_simulator_and_pal_together() -> None:
     scn = load_scenario("pal_locality")
     assert scn.workload_names == ["workload-6"]
     assert scn.model.variability.mode == "pal_artifact"
+    from bench.runner import make_policy
+
     s = with_lf(scn, 2.5)
-    assert s.model.locality.lf == 2.5 and s.policies["pal"]["lf"] == 2.5
-    assert scn.model.locality.lf == 1.7 and scn.policies["pal"]["lf"] == 1.7  # original untouched
+    pal = make_policy("pal", s, 0)
+    assert s.model.locality.lf == 2.5 and pal.placement.source.lf == 2.5  # one penalty for model and plan
+    assert scn.model.locality.lf == 1.7 and make_policy("pal", scn, 0).placement.source.lf == 1.7
     assert LF_SWEEP == (1.0, 1.5, 2.0, 2.5, 3.0)
 
 
