@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpusched_env.cluster.pal_draw import ARTIFACT_DRAW_64, artifact_draw, draw_properties, rebuild_artifact_draw
+from gpusched_env.cluster.pal_draw import (
+    ARTIFACT_DRAW_64,
+    artifact_draw,
+    draw_properties,
+    rebuild_artifact_draw,
+)
 from gpusched_env.cluster.variability import VariabilityConfig, sample_factors
 from gpusched_env.data import DataMissing
 

@@ -7,7 +7,7 @@ import pytest
 
 from baselines.pal import PALPlacement, _FactorSource
 from baselines.placement import PMFirstPlacement
-from bench.studies import LF_SWEEP, geomean_gain, gains, with_lf
+from bench.studies import LF_SWEEP, gains, geomean_gain, with_lf
 from gpusched_env.placement import PlacementContext
 from gpusched_env.scenario import load_scenario
 from tests.baselines.bl_helpers import job, make_state, make_view
