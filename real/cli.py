@@ -1,4 +1,4 @@
-"""``gpusched-real``: profile | replay | compare (a Hydra app; see ``gpusched-real --help``).
+"""``gpusched-real``: profile | replay | compare | pairs (a Hydra app; see ``gpusched-real --help``).
 
 The subcommand is the first positional argument (rewritten to ``cmd=...`` before Hydra parses the
 rest) or the ``cmd=`` key. Config: conf/real/config.yaml.
@@ -31,10 +31,11 @@ from real.config import (
 )
 from real.launcher import LocalNodeAgent
 from real.mps import MpsDaemon
+from real.pairs import CellFailed
 from real.profile import ProfileConf, ProfileResult, load_profile_dir, run_profile
 from real.replay import ReplayOutcome, replay, terminate_as_exception
 
-CMDS = ("profile", "replay", "compare")
+CMDS = ("profile", "replay", "compare", "pairs")
 EXIT_USAGE = 2
 EXIT_UNFINISHED = 3
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf" / "real")
@@ -114,6 +115,27 @@ def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> t
     return doc, res
 
 
+def cmd_pairs(cfg: dict[str, Any], out: Path) -> list[dict[str, str]]:
+    """HP inference + BE training pairs on one device (real/pairs.py): the CSV of the measured H100 pairs."""
+    from real.pairs import load_pairs_conf, run_pairs, usable_cores
+
+    conf = load_pairs_conf(cfg.get("pairs"))  # every input problem before anything starts
+    d = dict(cfg.get("devices") or {})
+    if d.get("count") is None and d.get("cores") is None:
+        d["count"], d["cores"] = None, [usable_cores()]  # CPU: one device of every usable core; GPU: device 0
+        if d.get("kind") == "nvidia":
+            d["count"], d["cores"] = 1, None
+    out.mkdir(parents=True, exist_ok=True)
+    dconf = from_dict(DevicesConf, d, "devices")
+    devices, runner = build_devices(dconf, str(cfg.get("commands", "auto")), out / "commands.jsonl")
+    dest = Path(conf.out) if Path(conf.out).is_absolute() else out / conf.out
+    try:
+        with terminate_as_exception():
+            return run_pairs(conf, devices, runner, out, int(cfg["seed"]), dest)
+    finally:
+        devices.close()
+
+
 def _main(cfg: Any) -> None:
     c = as_dict(cfg)
     cmd = str(c.get("cmd"))
@@ -123,6 +145,9 @@ def _main(cfg: Any) -> None:
 
     out = Path(HydraConfig.get().runtime.output_dir)
     try:
+        if cmd == "pairs":
+            cmd_pairs(c, out)
+            return
         wl, scn = load_workload(str(c["scenario"]), load_sizes(c.get("models")), int(c["seed"]))
         if cmd == "profile":
             cmd_profile(c, wl, scn, out)
@@ -131,6 +156,9 @@ def _main(cfg: Any) -> None:
     except (ConfigError, CompareError) as e:
         print(f"gpusched-real {cmd}: error: {e}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except CellFailed as e:
+        print(f"gpusched-real {cmd}: {e}", file=sys.stderr)
+        sys.exit(1)
     if not res.complete:
         print(f"gpusched-real {cmd}: run {res.describe()}; see {out / 'results.json'}", file=sys.stderr)
         sys.exit(EXIT_UNFINISHED)
