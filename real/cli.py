@@ -5,7 +5,8 @@ rest) or the ``cmd=`` key. Config: conf/real/config.yaml.
 
 Exit status: 0 when every tracked job finished; 3 (``EXIT_UNFINISHED``) when the run ended with tracked
 jobs unfinished (``deadlocked`` or ``incomplete``; the unfinished job ids are printed and in
-results.json); 2 for a config or comparison error (one line on stderr); 1 for anything else.
+results.json); 2 for a config or comparison error (one line on stderr); 130 when ``pairs`` is
+interrupted (SIGINT/SIGTERM; finished rows are kept); 1 for anything else.
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ from real.launcher import LocalNodeAgent
 from real.mps import MpsDaemon
 from real.pairs import CellFailed
 from real.profile import ProfileConf, ProfileResult, load_profile_dir, run_profile
-from real.replay import ReplayOutcome, replay, terminate_as_exception
+from real.replay import ReplayOutcome, Terminated, replay, terminate_as_exception
 
 CMDS = ("profile", "replay", "compare", "pairs")
 EXIT_USAGE = 2
 EXIT_UNFINISHED = 3
+EXIT_INTERRUPTED = 130  # pairs: SIGINT or SIGTERM
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf" / "real")
 
 
@@ -132,6 +134,11 @@ def cmd_pairs(cfg: dict[str, Any], out: Path) -> list[dict[str, str]]:
     try:
         with terminate_as_exception():
             return run_pairs(conf, devices, runner, out, int(cfg["seed"]), dest)
+    except (KeyboardInterrupt, Terminated):
+        done = max(0, len(dest.read_text().splitlines()) - 1) if dest.exists() else 0
+        print(f"gpusched-real pairs: interrupted; every process stopped; {done} finished row(s) in {dest}",
+              file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
     finally:
         devices.close()
 

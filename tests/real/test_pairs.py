@@ -186,3 +186,36 @@ def test_tiny_real_cpu_run_is_read_by_the_device_model(run_dir: Path) -> None:
     spawns = runner.commands("spawn")
     assert spawns[-1].env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     assert spawns[-1].env["GPUSCHED_TORCH_DEVICE"] == "cpu"
+
+
+@pytest.mark.slow  # ~15 s: two standalone cells, then SIGTERM during the MPS cell
+def test_sigterm_mid_cell_leaves_nothing_behind(tmp_path: Path) -> None:
+    import json
+    import signal
+    import time
+
+    from realtest_helpers import processes_mentioning
+
+    run = tmp_path / "run"
+    argv = [sys.executable, "-m", "real.cli", "pairs", f"out_dir={run}", "devices.kind=cpu", "pairs.hp_models=[bert_inf]",
+            "pairs.be_models=[gpt2_train]", "pairs.mechanisms=[mps]", "pairs.duration_s=0.5", "pairs.warmup_s=0.2",
+            "pairs.calib_s=0.2", "pairs.drain_s=60"]
+    cli = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(run.glob("cells/003-*/be.progress.jsonl")):
+            assert cli.poll() is None, cli.stdout.read().decode() if cli.stdout else ""
+            assert time.monotonic() < deadline, "the pair cell never started"
+            time.sleep(0.05)
+        cli.send_signal(signal.SIGTERM)
+        out = cli.communicate(timeout=60)[0].decode()
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+    assert cli.returncode == 130, out
+    assert "interrupted" in out and "2 finished row(s)" in out
+    assert not processes_mentioning(str(run)), "worker processes left behind"
+    runs = [c for c in map(json.loads, (run / "commands.jsonl").read_text().splitlines()) if c["kind"] == "run"]
+    assert [c["stdin"] for c in runs] == [None, "quit\n"]  # this cell's MPS daemon stopped
+    assert len((run / "pairs.csv").read_text().splitlines()) == 3  # header + the two standalone rows
