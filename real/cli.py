@@ -1,11 +1,12 @@
-"""``gpusched-real``: profile | replay | compare (a Hydra app; see ``gpusched-real --help``).
+"""``gpusched-real``: profile | replay | compare | pairs (a Hydra app; see ``gpusched-real --help``).
 
 The subcommand is the first positional argument (rewritten to ``cmd=...`` before Hydra parses the
 rest) or the ``cmd=`` key. Config: conf/real/config.yaml.
 
 Exit status: 0 when every tracked job finished; 3 (``EXIT_UNFINISHED``) when the run ended with tracked
 jobs unfinished (``deadlocked`` or ``incomplete``; the unfinished job ids are printed and in
-results.json); 2 for a config or comparison error (one line on stderr); 1 for anything else.
+results.json); 2 for a config or comparison error (one line on stderr); 130 when ``pairs`` is
+interrupted (SIGINT/SIGTERM; finished rows are kept); 1 for anything else.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from real.config import (
 )
 from real.launcher import LocalNodeAgent
 from real.mps import MpsDaemon
+from real.pairs import CellFailed
 from real.profile import ProfileConf, ProfileResult, load_profile_dir, run_profile
-from real.replay import ReplayOutcome, replay, terminate_as_exception
+from real.replay import ReplayOutcome, Terminated, replay, terminate_as_exception
 
-CMDS = ("profile", "replay", "compare")
+CMDS = ("profile", "replay", "compare", "pairs")
 EXIT_USAGE = 2
 EXIT_UNFINISHED = 3
+EXIT_INTERRUPTED = 130  # pairs: SIGINT or SIGTERM
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf" / "real")
 
 
@@ -114,6 +117,32 @@ def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> t
     return doc, res
 
 
+def cmd_pairs(cfg: dict[str, Any], out: Path) -> list[dict[str, str]]:
+    """HP inference + BE training pairs on one device (real/pairs.py): the CSV of the measured H100 pairs."""
+    from real.pairs import load_pairs_conf, run_pairs, usable_cores
+
+    conf = load_pairs_conf(cfg.get("pairs"))  # every input problem before anything starts
+    d = dict(cfg.get("devices") or {})
+    if d.get("count") is None and d.get("cores") is None:
+        d["count"], d["cores"] = None, [usable_cores()]  # CPU: one device of every usable core; GPU: device 0
+        if d.get("kind") == "nvidia":
+            d["count"], d["cores"] = 1, None
+    out.mkdir(parents=True, exist_ok=True)
+    dconf = from_dict(DevicesConf, d, "devices")
+    devices, runner = build_devices(dconf, str(cfg.get("commands", "auto")), out / "commands.jsonl")
+    dest = Path(conf.out) if Path(conf.out).is_absolute() else out / conf.out
+    try:
+        with terminate_as_exception():
+            return run_pairs(conf, devices, runner, out, int(cfg["seed"]), dest)
+    except (KeyboardInterrupt, Terminated):
+        done = max(0, len(dest.read_text().splitlines()) - 1) if dest.exists() else 0
+        print(f"gpusched-real pairs: interrupted; every process stopped; {done} finished row(s) in {dest}",
+              file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    finally:
+        devices.close()
+
+
 def _main(cfg: Any) -> None:
     c = as_dict(cfg)
     cmd = str(c.get("cmd"))
@@ -123,6 +152,9 @@ def _main(cfg: Any) -> None:
 
     out = Path(HydraConfig.get().runtime.output_dir)
     try:
+        if cmd == "pairs":
+            cmd_pairs(c, out)
+            return
         wl, scn = load_workload(str(c["scenario"]), load_sizes(c.get("models")), int(c["seed"]))
         if cmd == "profile":
             cmd_profile(c, wl, scn, out)
@@ -131,6 +163,9 @@ def _main(cfg: Any) -> None:
     except (ConfigError, CompareError) as e:
         print(f"gpusched-real {cmd}: error: {e}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+    except CellFailed as e:
+        print(f"gpusched-real {cmd}: {e}", file=sys.stderr)
+        sys.exit(1)
     if not res.complete:
         print(f"gpusched-real {cmd}: run {res.describe()}; see {out / 'results.json'}", file=sys.stderr)
         sys.exit(EXIT_UNFINISHED)
