@@ -19,8 +19,8 @@ from gpusched_env.scenario import CONF_DIR
 RES = replace(MODELS["resnet18"], fps10=1e6)  # no saturation cap: speeds follow the SM curve alone
 
 
-def _sim(tasks, cfg=DarisConfig(), horizon=1.0) -> StageSim:
-    return StageSim(tasks, Daris(cfg), horizon, 68, np.random.SeedSequence(0), jitter=0.0)
+def _sim(tasks, cfg: DarisConfig | None = None, horizon=1.0) -> StageSim:
+    return StageSim(tasks, Daris(cfg or DarisConfig()), horizon, 68, np.random.SeedSequence(0), jitter=0.0)
 
 
 def _tasks(n_hp=1, n_lp=1, model=RES) -> list[Task]:
