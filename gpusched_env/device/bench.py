@@ -1,8 +1,10 @@
-"""The device level's :class:`~gpusched_env.levels.LevelBench`: HP × BE pairs on one GPU.
+"""The device level's :class:`~gpusched_env.levels.LevelBench`: HP × BE pairs, or DARIS tasksets, on one GPU.
 
-A scenario (``level: device``) names a GPU type, HP inference models, BE training models, the HP
+A pair scenario (``level: device``) names a GPU type, HP inference models, BE training models, the HP
 arrivals and the mechanisms' parameters; its workloads are every ``HP+BE`` pair. Policy ``mps_be50``
 is MPS with the BE client capped at ``be_sm_pct`` % of the threads (the colocation-h100 cell).
+A scenario with a ``tasksets`` key (``daris_rt``) is a :class:`~gpusched_env.device.daris.scenario.DarisScenario`:
+its workloads are tasksets of periodic DNN jobs, its policies ``daris``, ``batching``, ``gslice``, ``mps``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from gpusched_env.config_util import ConfigError, from_dict
+from gpusched_env.device.daris.scenario import STAGE_POLICIES, DarisScenario, run_taskset
 from gpusched_env.device.measured import comparison
 from gpusched_env.device.mechanisms import MECHANISMS, make_mechanism
 from gpusched_env.device.pairs import Grouping, PairSetup, run_pair
@@ -22,7 +25,8 @@ from gpusched_env.device.service import ServiceSpec
 from gpusched_env.levels import LevelRun
 from gpusched_env.scenario import PaperClaim
 
-POLICIES: tuple[str, ...] = (*MECHANISMS, "mps_be50")
+PAIR_POLICIES: tuple[str, ...] = (*MECHANISMS, "mps_be50")
+POLICIES: tuple[str, ...] = (*PAIR_POLICIES, *(p for p in STAGE_POLICIES if p not in PAIR_POLICIES))
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,9 @@ class DeviceScenario:
             bad = [m for m in models if m not in allowed]
             if bad or not models:
                 raise ValueError(f"{key} must be a non-empty list of {allowed}, got {models}")
-        bad = [p for p in [*self.default_policies, *self.mechanisms] if p not in POLICIES]
+        bad = [p for p in [*self.default_policies, *self.mechanisms] if p not in PAIR_POLICIES]
         if bad:
-            raise ValueError(f"policies must be among {list(POLICIES)}, got {bad}")
+            raise ValueError(f"policies must be among {list(PAIR_POLICIES)}, got {bad}")
         if not 0 < self.be_sm_pct <= 100:
             raise ValueError(f"be_sm_pct must be in (0, 100], got {self.be_sm_pct}")
         for mech, params in self.mechanisms.items():
@@ -78,17 +82,23 @@ class DeviceScenario:
         return PairSetup(self.gpu_type, h, b, self.service, self.duration_s, self.grouping, self.hp_slo_factor)
 
 
-def load(raw: dict[str, Any], name: str) -> DeviceScenario:
+def load(raw: dict[str, Any], name: str) -> DeviceScenario | DarisScenario:
     """The typed scenario from its YAML mapping (ConfigError names a bad or unknown key)."""
     data = dict(raw)
     data.setdefault("name", name)
+    if "tasksets" in data:
+        return from_dict(DarisScenario, data, f"scenario {name}")
     return from_dict(DeviceScenario, data, f"scenario {name}")
 
 
-def run(scn: DeviceScenario, policy: str, seed: int, workload: int) -> LevelRun:
-    """One pair under one policy; all randomness from ``SeedSequence(seed)``."""
-    if policy not in POLICIES:
-        raise ConfigError(f"policy must be one of {list(POLICIES)}, got {policy!r}")
+def run(scn: DeviceScenario | DarisScenario, policy: str, seed: int, workload: int) -> LevelRun:
+    """One pair (or taskset) under one policy; all randomness from ``SeedSequence(seed)``."""
+    if isinstance(scn, DarisScenario):
+        if policy not in STAGE_POLICIES:
+            raise ConfigError(f"policy must be one of {list(STAGE_POLICIES)} for {scn.name}, got {policy!r}")
+        return LevelRun(run_taskset(scn, policy, seed, workload))
+    if policy not in PAIR_POLICIES:
+        raise ConfigError(f"policy must be one of {list(PAIR_POLICIES)}, got {policy!r}")
     setup = scn.setup(workload)
     mech, cap = ("mps", scn.be_sm_pct / 100.0) if policy == "mps_be50" else (policy, 1.0)
     metrics, series = run_pair(setup, mech, seed, scn.mechanisms.get(policy), be_cap=cap)
@@ -97,14 +107,17 @@ def run(scn: DeviceScenario, policy: str, seed: int, workload: int) -> LevelRun:
     return LevelRun(metrics, series)
 
 
-def plot(scn: DeviceScenario, runs: list[tuple[str, int, int, LevelRun]], out_dir: Path) -> list[Path]:
-    """HP latency CDF per mechanism and mean BE normalised throughput per mechanism."""
+def plot(scn: DeviceScenario | DarisScenario, runs: list[tuple[str, int, int, LevelRun]], out_dir: Path) -> list[Path]:
+    """HP latency CDF per mechanism and mean BE normalised throughput per mechanism (pairs), or
+    throughput and miss rates per policy and taskset (DARIS tasksets)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    if isinstance(scn, DarisScenario):
+        return [_plot_tasksets(scn, runs, out_dir, plt)]
     policies = list(dict.fromkeys(p for p, *_ in runs))
     fig, ax = plt.subplots(figsize=(6, 4))
     for p in policies:
@@ -127,3 +140,21 @@ def plot(scn: DeviceScenario, runs: list[tuple[str, int, int, LevelRun]], out_di
     fig.savefig(bars)
     plt.close(fig)
     return [cdf, bars]
+
+
+def _plot_tasksets(scn: DarisScenario, runs: list[tuple[str, int, int, LevelRun]], out_dir: Path, plt: Any) -> Path:
+    policies = list(dict.fromkeys(p for p, *_ in runs))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    width = 0.8 / max(1, len(policies))
+    for k, p in enumerate(policies):
+        for ax, metric in zip(axes, ("throughput_jobs_s", "hp_deadline_miss_rate", "lp_deadline_miss_rate"), strict=True):
+            vals = [float(np.mean([r.metrics[metric] for q, _, w, r in runs if q == p and w == i] or [np.nan]))
+                    for i in range(len(scn.tasksets))]
+            ax.bar(np.arange(len(vals)) + k * width, vals, width, label=p)
+            ax.set(title=metric, xticks=np.arange(len(vals)) + 0.4 - width / 2, xticklabels=scn.tasksets)
+    axes[0].legend()
+    path = out_dir / f"{scn.name}_tasksets.png"
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -82,16 +82,22 @@ class DeviceSim:
             pass
         return self.finish()
 
-    def step(self, until_s: float = INF) -> bool:
-        """Advance to the next event (at most ``until_s``); False once ``until_s`` is reached."""
+    def step(self, until_s: float = INF, replan: bool = True) -> bool:
+        """Advance to the next event (at most ``until_s``); False once ``until_s`` is reached.
+        ``replan=False`` leaves the new grants to a later :meth:`replan` (an env decides in between)."""
         t_next = min(self._next_time(), until_s)
         self._advance(t_next)
         for c in self.clients:
             self._handle(c)
         if t_next >= until_s:
             return False
-        self._replan()
+        if replan:
+            self._replan()
         return True
+
+    def replan(self) -> None:
+        """Ask the mechanism for grants now and share the SMs accordingly."""
+        self._replan()
 
     def finish(self) -> RunStats:
         self.stats.clients = [c.stats for c in self.clients]
