@@ -71,6 +71,7 @@ class PairDriver:
     def reset(self, seed: int) -> None:
         self.seed = seed
         hp, be = clients(self.setup, seed)
+        assert self.setup.hp_slo_factor is not None  # set in __init__
         slo = self.setup.hp_slo_factor * hp.seq.standalone_s()
         self.gate = Gated(make_mechanism(self.mech_name, self.params))
         self.sim = DeviceSim(device_gpu(self.setup.gpu_type), [replace(hp, slo_s=slo), be], self.gate)

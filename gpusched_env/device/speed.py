@@ -19,7 +19,8 @@ from gpusched_env.scenario import CONF_DIR
 
 
 def _scenario(name: str) -> bench.DeviceScenario:
-    return bench.load(yaml.safe_load(open(CONF_DIR / "scenario" / f"{name}.yaml")), name)
+    raw = yaml.safe_load((CONF_DIR / "scenario" / f"{name}.yaml").read_text())
+    return bench.load(raw, name)  # type: ignore[return-value]
 
 
 def one_pair(repeats: int = 3) -> float:

@@ -96,7 +96,8 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
         self.scn, self.workload, self.mechanism, self.be_weight = scn, workload, mechanism, float(be_weight)
         self.slo_factor, self.invalid_penalty = slo_factor, float(invalid_penalty)
         driver = DarisDriver if isinstance(scn, DarisScenario) else PairDriver
-        self.action_space = spaces.Discrete(driver.n_actions)
+        self.n_actions = int(driver.n_actions)
+        self.action_space = spaces.Discrete(self.n_actions)
         lo = -10.0 if driver is DarisDriver else 0.0
         self.observation_space = spaces.Box(lo, 10.0, (driver.obs_size,), np.float32)
         self.driver: PairDriver | DarisDriver | None = None
@@ -120,14 +121,16 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
         """Valid actions now (sb3-contrib MaskablePPO reads this); the same array as info["action_mask"]."""
         assert self.driver is not None, "call reset() first"
         if self.driver.ended:
-            return np.eye(self.action_space.n, dtype=bool)[-1]
+            m = np.zeros(self.n_actions, dtype=np.bool_)
+            m[-1] = True
+            return m
         return self.driver.mask()
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         assert self.driver is not None, "call reset() first"
         a = int(action)
-        if not 0 <= a < self.action_space.n:
-            raise ValueError(f"action must be in [0, {self.action_space.n - 1}], got {a}")
+        if not 0 <= a < self.n_actions:
+            raise ValueError(f"action must be in [0, {self.n_actions - 1}], got {a}")
         invalid = not self.driver.ended and not self.action_masks()[a]
         if not self.driver.ended and not invalid:
             self.driver.apply(a)

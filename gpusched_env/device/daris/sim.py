@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -100,7 +100,8 @@ class StageSim:
         self.tasks, self.sched, self.horizon, self.N = list(tasks), sched, horizon_s, total_sms
         self.rel = releases(self.tasks, horizon_s)
         self.jit = np.random.default_rng(seed).uniform(1.0 - jitter, 1.0 + jitter, len(self.rel)).tolist()
-        self.t, self.ri, self.running = 0.0, 0, []
+        self.t, self.ri = 0.0, 0
+        self.running: list[Any] = []
         self.stats = {True: ClassStats(), False: ClassStats()}
         self._pending: dict[int, Job] = {}  # admitted jobs due within the run, not yet finished
         self.parts = sched.reset(self)
