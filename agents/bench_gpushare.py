@@ -1,4 +1,4 @@
-"""Speed benchmark (a script, not a test): ``python -m gpusched_env.device.daris.speed``.
+"""Speed benchmark (a script, not a test): ``python -m agents.bench_gpushare``.
 
 GPUShare-v0 env steps/s with random masked actions (tally_pairs, daris_rt; median of 3), and the
 whole of daris_rt (4 tasksets × 4 policies × 3 seeds) through gpusched-bench's level runner with 2
