@@ -299,6 +299,8 @@ class ClusterState:
                 for g in d.gpus:
                     joining.setdefault(g, []).append((d.job_id, d.sharing))
         for g in sorted(joining):
+            if int(self.n_resident[g]) + dn[g] < 2:
+                continue  # one tenant: nothing to share
             tenants = [(j, self.running[j].sharing) for j in self.resident[g] if j not in leaving]
             self._check_sharing(g, tenants + joining[g])
         for g in sorted(dn):

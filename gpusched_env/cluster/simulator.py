@@ -175,7 +175,9 @@ class Simulator:
                 env.step()
             self._check()
             if self._trigger:
-                if self._stall.at_point(self._snapshot()):
+                if self.runs:  # something runs: not a stall (the common case, without a snapshot)
+                    self._stall.points = 0
+                elif self._stall.at_point(self._snapshot()):
                     self.deadlocked = True  # the policy keeps starting nothing (gpusched_env.run_rules)
                     self.power.account(env.now)
                     return False
