@@ -20,7 +20,7 @@ from gpusched_env.data import data_path
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package (wheel installs too)
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from real.profile import ProfileConf, ProfileResult, load_profile_dir, run_profi
 from real.replay import ReplayOutcome, replay, terminate_as_exception
 
 CMDS = ("profile", "replay", "compare")
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf" / "real")
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "gpusched_env" / "conf" / "real")
 
 
 def _devices(cfg: dict[str, Any], wl: RealWorkload, out: Path) -> tuple[Any, Any]:
