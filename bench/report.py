@@ -16,8 +16,17 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from gpusched_env.config_util import ConfigError
+
 TABLE_METRICS = ["avg_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "energy_kwh",
                  "preemptions", "jobs_finished"]
+
+
+def known_metrics() -> list[str]:
+    """Every metric a cluster run can report (the columns ``table_metrics`` may name)."""
+    from gpusched_env.metrics import RunResult, compute_metrics
+
+    return sorted({*compute_metrics(RunResult([], 1, 0.0, 0.0, 0.0)), "avg_run_s", "deadline_miss_rate"})
 
 
 def write_atomic(path: str | Path, text: str) -> None:
@@ -26,6 +35,7 @@ def write_atomic(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; results are as readable as any other file
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()
@@ -103,9 +113,9 @@ def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Tabl
     pols = doc["policies"]
     first = next(iter(pols.values()))
     if metrics:
-        unknown = [m for m in metrics if m not in first["metrics"]]
+        unknown = [m for m in metrics if m not in first["metrics"] and m not in known_metrics()]
         if unknown:
-            raise ValueError(f"table_metrics: unknown metric(s) {unknown}; this run has {sorted(first['metrics'])}")
+            raise ConfigError(f"table_metrics: unknown metric(s) {unknown}; this run has {sorted(first['metrics'])}")
         metrics = list(metrics)
     else:
         metrics = [m for m in TABLE_METRICS if m in first["metrics"]]
@@ -217,8 +227,20 @@ def plot(out_dir: Path, jcts: dict[str, list[float]], series: dict[str, tuple], 
     return paths
 
 
+def _file_mode() -> int:
+    """0666 less the process umask: the mode ``open()`` would give a new file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _save(fig: Any, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    try:
+        os.fchmod(fd, _file_mode())
+        os.close(fd)
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
