@@ -98,3 +98,32 @@ def test_same_results_names_each_difference():
     b = {"fifo": {"metrics": {"avg_jct_s": 1.5, "wall_s": 9.0}, "per_seed": [{"seed": 0, "metrics": {"x": 2}}]}}
     assert differences(a, a) == []
     assert differences(a, b) == ["fifo.metrics.avg_jct_s: 1.0 != 1.5", "fifo.per_seed[0].metrics.x: 1 != 2"]
+
+
+def test_timeline_plot_one_panel_row_per_policy_over_the_busy_window(tmp_path):
+    """Six policies: six rows of small panels on shared axes; the x axis spans where GPUs are busy
+    (a run whose work sits between 100 h and 110 h, then idles for days, is not a sliver)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bench.report import busy_window, plot, timeline_figure
+
+    h = 3600.0
+    series = {}
+    for i, name in enumerate(["fifo", "sjf", "las", "tiresias", "gandiva", "pal"]):
+        t = [0.0, 100 * h + i * 60, 105 * h, 110 * h - i * 60, 400 * h]
+        series[name] = (t, [0, 4, 8, 0, 0], [500.0, 900.0, 1500.0, 500.0, 500.0])
+    assert busy_window(series) == (100 * h, 110 * h)
+    fig = timeline_figure(plt, series, 8)
+    axes = fig.axes
+    assert len(axes) == 12 and [a.get_ylabel() for a in axes[::2]] == list(series)
+    assert len({a.get_xlim() for a in axes}) == 1  # one time axis for all
+    assert len({a.get_ylim() for a in axes[::2]}) == 1 and len({a.get_ylim() for a in axes[1::2]}) == 1
+    lo, hi = axes[0].get_xlim()
+    assert 99.5 <= lo < 100 and 110 < hi <= 110.5  # hours, the busy window and a small margin
+    assert axes[-1].get_xlabel() == "time (h)"
+    plt.close(fig)
+    (path_cdf, path_tl) = plot(tmp_path, {"fifo": [1.0, 2.0]}, series, 8)
+    assert path_tl.stat().st_size > 10_000
