@@ -98,9 +98,10 @@ def known_keys() -> list[str]:
 
 def check_keys(cfg: DictConfig) -> None:
     known = known_keys()
-    for key in cfg:
+    for raw in cfg:
+        key = str(raw)
         if key not in known:
-            near = difflib.get_close_matches(str(key), known, n=1)
+            near = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {near[0]}?)" if near else ""
             raise ConfigError(f"{key}: unknown key{hint}; gpusched-bench reads only {known}")
 

@@ -244,3 +244,14 @@ def test_result_files_are_world_readable(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == 0o644
+
+
+def test_train_bad_scenario_is_one_line_before_anything_is_written(tmp_path):
+    out = tmp_path / "t"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-m", "agents.train", "scenario=synthetic_small", "scenario.model.locality.lf=0",
+                        f"out_dir={out}"], env=env, capture_output=True, text=True, timeout=120)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert lines[0].startswith("gpusched-train: error: scenario.model.locality.lf: must be")
+    assert not (out / "config.yaml").exists()
