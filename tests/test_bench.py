@@ -14,15 +14,16 @@ from bench.runner import run_tasks, tasks_for
 from gpusched_env import data as data_mod
 from gpusched_env.scenario import build_workloads, load_scenario
 
-BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_cli_writes_results(tmp_path):
     out = tmp_path / "run"
-    cmd = [str(BIN / "gpusched-bench"), "scenario=synthetic_small", "policies=[fifo,las,gandiva]",
+    cmd = [sys.executable, "-m", "bench.cli", "scenario=synthetic_small", "policies=[fifo,las,gandiva]",
            "seeds=[0,1]", f"out_dir={out}", "workers=2", "check_invariants=true",
            "table_metrics=[avg_jct_s,avg_jct_all_s,jobs_finished]"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
     assert doc["scenario"] == "synthetic_small" and doc["seeds"] == [0, 1]
