@@ -38,9 +38,11 @@ test-all: lint
 
 # 10,000 generated scenarios through the simulator with the invariant checker on (tests/test_fuzz.py),
 # and a longer run of the real backend's kill fuzz. `make fuzz BIN=/path/to/venv/bin` uses that venv.
+# GPUSCHED_FUZZ=ci: the CI-sized run.
+GPUSCHED_FUZZ ?= long
 FUZZ_DEPS := $(if $(filter command line,$(origin BIN)),,$(STAMP))
 fuzz: $(FUZZ_DEPS)
-	GPUSCHED_FUZZ=long $(BIN)/python -m pytest -p no:cacheprovider tests/test_fuzz.py tests/real/test_fuzz_real.py \
+	GPUSCHED_FUZZ=$(GPUSCHED_FUZZ) $(BIN)/python -m pytest -p no:cacheprovider tests/test_fuzz.py tests/real/test_fuzz_real.py \
 		--hypothesis-show-statistics
 
 perf: $(STAMP)
