@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 
-.PHONY: bench test test-all lint perf install clean
+.PHONY: bench test test-all lint perf fuzz install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,6 +35,15 @@ test: lint
 
 test-all: lint
 	$(BIN)/python -m pytest
+
+# 10,000 generated scenarios through the simulator with the invariant checker on (tests/test_fuzz.py),
+# and a longer run of the real backend's kill fuzz. `make fuzz BIN=/path/to/venv/bin` uses that venv.
+# GPUSCHED_FUZZ=ci: the CI-sized run.
+GPUSCHED_FUZZ ?= long
+FUZZ_DEPS := $(if $(filter command line,$(origin BIN)),,$(STAMP))
+fuzz: $(FUZZ_DEPS)
+	GPUSCHED_FUZZ=$(GPUSCHED_FUZZ) $(BIN)/python -m pytest -p no:cacheprovider tests/test_fuzz.py tests/real/test_fuzz_real.py \
+		--hypothesis-show-statistics
 
 perf: $(STAMP)
 	$(BIN)/gpusched-bench scenario=philly_full perf=true policies=[fifo] out_dir=results/perf

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from gpusched_env.envs.observe import DecisionBuilder, JobCache
+from gpusched_env.config_util import ConfigError
+from gpusched_env.envs.observe import DecisionBuilder, JobCache, obs_size
 from gpusched_env.envs.options import OPTION_NAMES, OptionSet, pal_params
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Decision
@@ -35,10 +36,21 @@ def write_meta(model_zip: str | Path, meta: dict[str, Any]) -> None:
 
 
 def read_meta(model_zip: str | Path) -> dict[str, Any]:
-    with zipfile.ZipFile(model_zip) as z:
-        if META_MEMBER not in z.namelist():
-            raise ValueError(f"{model_zip} is not a gpusched-train model (no {META_MEMBER} inside)")
-        return dict(json.loads(z.read(META_MEMBER)))
+    """The env arguments stored in a gpusched-train ``model.zip``; ConfigError naming the file when it
+    is missing, not a zip, or not a gpusched-train model."""
+    where = f"agent_path {str(model_zip)!r}"
+    if not Path(model_zip).is_file():
+        raise ConfigError(f"{where}: no such file (a model.zip written by gpusched-train)")
+    try:
+        with zipfile.ZipFile(model_zip) as z:
+            if META_MEMBER not in z.namelist():
+                raise ConfigError(f"{where}: not a gpusched-train model (no {META_MEMBER} inside)")
+            meta = json.loads(z.read(META_MEMBER))
+    except (zipfile.BadZipFile, OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{where}: not a readable model.zip ({type(e).__name__}: {e})") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{where}: {META_MEMBER} is not a JSON object")
+    return dict(meta)
 
 
 def load_model(path: str | Path, algo: str | None = None) -> Any:
@@ -56,7 +68,7 @@ def load_model(path: str | Path, algo: str | None = None) -> Any:
         from stable_baselines3 import DQN
 
         return DQN.load(str(path), device="cpu")
-    raise ValueError(f"unknown algo {algo!r}; known: {ALGOS}")
+    raise ConfigError(f"agent_path {str(path)!r}: unknown algo {algo!r} in {META_MEMBER}; known: {ALGOS}")
 
 
 def predict(model: Any, obs: np.ndarray, mask: np.ndarray, masked: bool) -> int:
@@ -105,9 +117,32 @@ class AgentPolicy:
 def load_agent_policy(path: str | Path, scn: Scenario, **params: Any) -> AgentPolicy:
     """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip)."""
     if params:
-        raise ValueError(f"unknown parameter(s) for policy 'agent': {sorted(params)}")
+        raise ConfigError(f"scenario.policies.agent: unknown parameter(s) for policy 'agent': {sorted(params)}")
     import torch
 
     torch.set_num_threads(1)
     meta = read_meta(path)
-    return AgentPolicy(load_model(path, meta.get("algo")), meta, scn)
+    try:
+        model = load_model(path, meta.get("algo"))
+    except ConfigError:
+        raise
+    except Exception as e:  # SB3 raises many kinds on a damaged archive
+        raise ConfigError(f"agent_path {str(path)!r}: cannot load the model ({type(e).__name__}: {e})") from None
+    policy = AgentPolicy(model, meta, scn)
+    check_shapes(policy, model, meta, scn, path)
+    return policy
+
+
+def check_shapes(policy: AgentPolicy, model: Any, meta: dict[str, Any], scn: Scenario, path: str | Path) -> None:
+    """The model's observation and action sizes are this scenario's, else a ConfigError naming the
+    scenario the model was trained on."""
+    want_obs = obs_size(scn.cluster.topology().n_nodes, policy.k)
+    want_act = policy.k * len(policy.options) + 1
+    got_obs = tuple(getattr(model.observation_space, "shape", ()) or ())
+    got_act = int(getattr(model.action_space, "n", want_act))
+    if got_obs != (want_obs,) or got_act != want_act:
+        raise ConfigError(
+            f"agent_path {str(path)!r}: this model was trained on scenario {meta.get('scenario', '?')!r} "
+            f"(observation {list(got_obs)}, {got_act} actions); scenario {scn.name!r} needs observation "
+            f"[{want_obs}] and {want_act} actions: train one on it (gpusched-train scenario={scn.name})"
+        )

@@ -24,6 +24,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from gpusched_env.config_util import ConfigError
 from gpusched_env.scenario import CONF_DIR, Scenario, load_scenario
 
 ENV_KEYS = ("queue_slots", "fifo_slots", "options", "max_actions_per_decision")
@@ -69,7 +70,7 @@ def _algo_class(algo: str) -> Any:
         from stable_baselines3 import DQN
 
         return DQN
-    raise ValueError(f"agent.algo must be maskable_ppo, ppo or dqn, got {algo!r}")
+    raise ConfigError(f"agent.algo must be maskable_ppo, ppo or dqn, got {algo!r}")
 
 
 def last_checkpoint(ckpt_dir: Path) -> tuple[Path, Path | None] | None:
@@ -93,15 +94,17 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     from agents.adapter import write_meta
 
     if cfg.vec_env not in ("dummy", "subprocess"):
-        raise ValueError(f"vec_env must be dummy or subprocess, got {cfg.vec_env!r}")
+        raise ConfigError(f"vec_env must be dummy or subprocess, got {cfg.vec_env!r}")
     for key in ("n_envs", "total_timesteps", "checkpoint_freq"):
-        if int(cfg[key]) < 1:
-            raise ValueError(f"{key} must be >= 1, got {cfg[key]}")
+        v = cfg[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"{key} must be >= 1, got {v}")
+    _algo_class(str(cfg.agent.algo))
+    scn = scenario_of(cfg)  # a bad scenario is named before anything is written
     torch.set_num_threads(int(cfg.torch_threads))
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (out / "command.txt").write_text(" ".join(shlex.quote(a) for a in ["gpusched-train", *sys.argv[1:]]) + "\n")
-    scn = scenario_of(cfg)
     seed = int(cfg.seed)
     kwargs = env_kwargs(cfg)
     algo = str(cfg.agent.algo)
@@ -246,7 +249,12 @@ def _output_dir(cfg: DictConfig) -> Path:
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
     out = _output_dir(cfg)
-    summary = train(cfg, out)
+    try:
+        summary = train(cfg, out)
+    except ConfigError as e:
+        line = " ".join(x.strip() for x in str(e).splitlines() if x.strip())
+        print(f"gpusched-train: error: {line}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     print(json.dumps(summary, indent=2))
     print(f"wrote {out}/model.zip and {out}/config.yaml")
 

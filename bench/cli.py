@@ -7,11 +7,15 @@
 
 from __future__ import annotations
 
+import difflib
+import os
 import resource
+import signal
 import statistics
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -20,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bench.levels import level_of, run_level_bench
 from bench.report import (
+    known_metrics,
     plot,
     print_report,
     results_csv,
@@ -28,8 +33,24 @@ from bench.report import (
     write_atomic,
     write_json_atomic,
 )
-from bench.runner import TaskResult, aggregate, paper_values, run_tasks, simulate, tasks_for
+from bench.runner import (
+    Interrupted,
+    Task,
+    TaskResult,
+    aggregate,
+    make_policy,
+    paper_values,
+    run_tasks,
+    simulate,
+    tasks_for,
+)
+from gpusched_env.config_util import ConfigError
+from gpusched_env.data import DataMissing
 from gpusched_env.scenario import CONF_DIR, Scenario, build_workloads, load_scenario
+from gpusched_env.workload.errors import TraceError
+
+PROJECT_ERRORS = (ConfigError, TraceError, DataMissing)
+"""Errors in the user's input (config, trace, data, model file): one line, exit code 2."""
 
 CLASSIC = ["fifo", "sjf", "srtf", "las", "tiresias", "gandiva", "packed_sticky", "packed_nonsticky",
            "random_sticky", "random_nonsticky"]
@@ -47,22 +68,125 @@ def policies_from_cfg(cfg: DictConfig, scn: Scenario) -> list[str]:
     return list(scn.default_policies) or CLASSIC
 
 
-def run_bench(cfg: DictConfig, console: Console) -> dict[str, Any]:
+def _int_list(cfg: DictConfig, key: str, *, empty_ok: bool = False) -> list[int]:
+    raw = cfg.get(key)
+    if not OmegaConf.is_list(raw) and not isinstance(raw, list):
+        raise ConfigError(f"{key}: must be a list of integers, e.g. {key}=[0,1,2], got {raw!r}")
+    vals = list(raw)
+    if not vals and not empty_ok:
+        raise ConfigError(f"{key}: must name at least one value, e.g. {key}=[0], got []")
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in vals):
+        raise ConfigError(f"{key}: must be a list of integers, got {vals}")
+    dup = sorted({v for v in vals if vals.count(v) > 1})
+    if dup:
+        raise ConfigError(f"{key}: {dup} given more than once (each run would replace the other)")
+    return [int(v) for v in vals]
+
+
+def _pos_int(cfg: DictConfig, key: str) -> int:
+    v = cfg.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{key}: must be an integer >= 1, got {v!r}")
+    return int(v)
+
+
+def known_keys() -> list[str]:
+    """The top-level keys of conf/bench.yaml (and ``scenario``): the only ones the app reads."""
+    import yaml
+
+    doc = yaml.safe_load((CONF_DIR / "bench.yaml").read_text())
+    return sorted({"scenario", *(k for k in doc if k not in ("defaults", "hydra"))})
+
+
+def check_keys(cfg: DictConfig) -> None:
+    known = known_keys()
+    for raw in cfg:
+        key = str(raw)
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ConfigError(f"{key}: unknown key{hint}; gpusched-bench reads only {known}")
+
+
+def check_out_dir(out: Path, overwrite: bool, multirun: bool) -> None:
+    """``out`` can be written; in a multirun, a folder that already holds results is refused
+    unless ``overwrite``: each job has its own folder, and none replaces another's results."""
+    if multirun and not overwrite and (out / "results.json").exists():
+        raise ConfigError(f"out_dir: {out} already holds results.json (another job or an earlier sweep); "
+                          "give each job its own out_dir, or overwrite=true to replace it")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ConfigError(f"out_dir: cannot write to {out} ({e.strerror or e})") from None
+
+
+def check_bench(cfg: DictConfig, out: Path, multirun: bool) -> tuple[Scenario, list[str], list[int], list[Task]]:
+    """Everything a bench run needs, checked in this (the parent) process before any run starts:
+    a bad value is a ConfigError naming its key."""
+    check_keys(cfg)
+    seeds = _int_list(cfg, "seeds")
+    workers = _pos_int(cfg, "workers")
+    _pos_int(cfg, "perf_repeats")
+    for key in ("check_invariants", "plots", "perf", "overwrite"):
+        if not isinstance(cfg.get(key), bool):
+            raise ConfigError(f"{key}: must be true or false, got {cfg.get(key)!r}")
+    if cfg.get("table_metrics") is not None:
+        metrics = [str(m) for m in cfg.table_metrics]
+        unknown = [m for m in metrics if m not in known_metrics()]
+        if not metrics or unknown:
+            raise ConfigError(f"table_metrics: unknown metric(s) {unknown or metrics}; known: {known_metrics()}")
+    scn = scenario_from_cfg(cfg)
+    if cfg.policies is not None and (not OmegaConf.is_list(cfg.policies) or len(cfg.policies) == 0):
+        raise ConfigError(f"policies: must be a non-empty list of policy names or null, got {cfg.policies!r}")
+    policies = policies_from_cfg(cfg, scn)
+    dup = sorted({p for p in policies if policies.count(p) > 1})
+    if dup:
+        raise ConfigError(f"policies: {dup} given more than once")
+    workloads = _int_list(cfg, "workloads") if cfg.get("workloads") is not None else None
+    tasks = tasks_for(scn, policies, seeds, workloads)
+    for p in policies:  # every policy builds (names, parameters, a trained model's file and shapes)
+        try:
+            make_policy(p, scn, seeds[0], cfg.agent_path)
+        except ConfigError:
+            raise
+        except (ValueError, TypeError, KeyError) as e:
+            msg = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+            raise ConfigError(f"policies: {p}: {msg}") from None
+    topo = scn.cluster.topology()
+    build_workloads(scn, seeds[0], topo)  # files readable, jobs well formed and placeable
+    check_out_dir(out, bool(cfg.overwrite), multirun)
+    if workers > 1 and len(tasks) > 1:
+        from bench import runner
+
+        runner.cached_workloads(scn, seeds[0], topo)  # forked workers inherit it
+    return scn, policies, seeds, tasks
+
+
+def run_level(cfg: DictConfig, raw: dict[str, Any], console: Console, out: Path, multirun: bool) -> dict[str, Any]:
+    """A device- or pipeline-level scenario (``bench.levels``), after the same input checks."""
+    check_keys(cfg)
+    seeds = _int_list(cfg, "seeds")
+    workers = _pos_int(cfg, "workers")
+    if cfg.policies is not None and (not OmegaConf.is_list(cfg.policies) or len(cfg.policies) == 0):
+        raise ConfigError(f"policies: must be a non-empty list of policy names or null, got {cfg.policies!r}")
+    workloads = _int_list(cfg, "workloads") if cfg.get("workloads") is not None else None
+    check_out_dir(out, bool(cfg.overwrite), multirun)
+    return run_level_bench(
+        raw, [str(p) for p in cfg.policies] if cfg.policies else None, seeds, workloads, workers, out,
+        bool(cfg.plots), [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None, console,
+    )
+
+
+def run_bench(cfg: DictConfig, console: Console, out: Path | None = None, multirun: bool = False) -> dict[str, Any]:
+    out = Path(cfg.out_dir) if out is None else out
     raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
     if level_of(raw) != "cluster":
-        return run_level_bench(
-            raw, [str(p) for p in cfg.policies] if cfg.policies else None, [int(s) for s in cfg.seeds],
-            [int(w) for w in cfg.workloads] if cfg.get("workloads") is not None else None, int(cfg.workers),
-            Path(cfg.out_dir), bool(cfg.plots), [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None,
-            console,
-        )
-    scn = scenario_from_cfg(cfg)
-    policies = policies_from_cfg(cfg, scn)
-    seeds = [int(s) for s in cfg.seeds]
-    out = Path(cfg.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+        return run_level(cfg, raw, console, out, multirun)
+    scn, policies, seeds, tasks = check_bench(cfg, out, multirun)
     workloads = [int(w) for w in cfg.workloads] if cfg.get("workloads") is not None else None
-    tasks = tasks_for(scn, policies, seeds, workloads)
     console.print(
         f"[bold]{scn.name}[/]: {len(policies)} policies × {len(seeds)} seeds × "
         f"{len(workloads) if workloads is not None else len(scn.workload_names)} workload(s) = "
@@ -76,14 +200,26 @@ def run_bench(cfg: DictConfig, console: Console) -> dict[str, Any]:
         def done(r: TaskResult) -> None:
             bar.update(job, advance=1, description=f"{r.task.policy} seed {r.task.seed} {r.workload_name}")
 
-        results = run_tasks(scn, tasks, workers=int(cfg.workers), agent_path=cfg.agent_path,
-                            check=bool(cfg.check_invariants), on_done=done)
+        interrupted = False
+        try:
+            with _sigterm_as_interrupt():
+                results = run_tasks(scn, tasks, workers=int(cfg.workers), agent_path=cfg.agent_path,
+                                    check=bool(cfg.check_invariants), on_done=done)
+        except Interrupted as e:
+            results, interrupted = e.done, True
     wall = time.perf_counter() - t0
-    block = aggregate(scn, results, seeds)
+    block = aggregate(scn, results, sorted({r.task.seed for r in results}, key=seeds.index))
     doc = results_document(scn.name, seeds, block, paper_values(scn, block) or None)
     doc["wall_s"] = round(wall, 2)
+    if interrupted:
+        doc["partial"] = True
+        doc["runs_finished"] = len(results)
+        doc["runs_planned"] = len(tasks)
     write_json_atomic(out / "results.json", doc)
     write_atomic(out / "results.csv", results_csv(doc))
+    if interrupted:
+        raise BenchInterrupted(f"interrupted: wrote the {len(results)} of {len(tasks)} runs that finished to "
+                               f"{out / 'results.json'} (marked \"partial\": true)")
     print_report(doc, console, [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None)
     if cfg.plots:
         first = seeds[0]
@@ -95,17 +231,24 @@ def run_bench(cfg: DictConfig, console: Console) -> dict[str, Any]:
                 if r.task.workload == tasks[0].workload and r.timeline:
                     series[r.task.policy] = r.timeline
         plot(out, jcts, series, scn.cluster.topology().n_gpus)
-    console.print(f"wrote {out}/results.json, results.csv, jct_cdf.png, cluster_timeline.png "
-                  f"({wall:.1f} s wall)")
+    pngs = ", jct_cdf.png, cluster_timeline.png" if cfg.plots else ""
+    console.print(f"wrote {out}/results.json, results.csv{pngs} ({wall:.1f} s wall)")
     return doc
 
 
 def run_perf(cfg: DictConfig, console: Console) -> dict[str, Any]:
     """Replay speed: load + simulate the scenario with each policy ``perf_repeats`` times, one core."""
+    check_keys(cfg)
+    _pos_int(cfg, "perf_repeats")
     scn = scenario_from_cfg(cfg)
     policies = [str(p) for p in cfg.policies] if cfg.policies else ["fifo"]
-    from bench.runner import make_policy
-
+    for p in policies:
+        try:
+            make_policy(p, scn, 0, cfg.agent_path)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"policies: {p}: {e}") from None
+    build_workloads(scn, 0)
+    check_out_dir(Path(cfg.out_dir), True, False)
     rows = []
     for p in policies:
         loads, sims, cpus, n_jobs = [], [], [], 0
@@ -134,17 +277,84 @@ def run_perf(cfg: DictConfig, console: Console) -> dict[str, Any]:
     return doc
 
 
+class BenchInterrupted(Exception):
+    """Ctrl-C (or SIGTERM) stopped the bench after the finished runs were written."""
+
+
+class _sigterm_as_interrupt:  # noqa: N801 (used as a context manager)
+    """SIGTERM raises KeyboardInterrupt in this process while the runs go on (then restored)."""
+
+    def __enter__(self) -> None:
+        self._old = signal.getsignal(signal.SIGTERM)
+        try:
+            signal.signal(signal.SIGTERM, self._raise)
+        except ValueError:  # not the main thread
+            self._old = None
+
+    @staticmethod
+    def _raise(_sig: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGTERM, self._old)
+
+
+def fail(msg: str, code: int = 2) -> NoReturn:
+    """The one line an input error prints (on stderr), then exit ``code``."""
+    line = " ".join(part.strip() for part in str(msg).splitlines() if part.strip())
+    print(f"gpusched-bench: error: {line}", file=sys.stderr, flush=True)
+    raise SystemExit(code)
+
+
+def _job_dir(cfg: DictConfig) -> tuple[Path, bool]:
+    """Where this job writes, and whether it is one job of a multirun (then: its own sweep folder)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        if hc.mode == RunMode.MULTIRUN:
+            return Path(hc.runtime.output_dir), True
+    except ValueError:  # HydraConfig not set: called outside Hydra
+        pass
+    return Path(cfg.out_dir), False
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="bench", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
     console = wide_console()
-    if cfg.perf:
-        run_perf(cfg, console)
-    else:
-        run_bench(cfg, console)
+    try:
+        if cfg.get("perf"):
+            run_perf(cfg, console)
+        else:
+            out, multirun = _job_dir(cfg)
+            run_bench(cfg, console, out, multirun)
+    except PROJECT_ERRORS as e:
+        fail(str(e))
+    except BenchInterrupted as e:
+        print(f"gpusched-bench: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+    except KeyboardInterrupt:
+        print("gpusched-bench: interrupted before any run finished; nothing written", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
 
 
 def main() -> None:
-    _main()
+    """Entry point: Hydra's own errors (a bad override, an out_dir it cannot create) are one line and
+    exit code 2 as well; anything else (a bug) keeps its traceback."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # let exceptions reach this function
+    try:
+        _main()
+    except (HydraException, OmegaConfBaseException) as e:
+        fail(str(e))
+    except OSError as e:
+        if e.filename is None or isinstance(e, DataMissing):
+            raise
+        fail(f"out_dir: cannot create or write {e.filename} ({e.strerror})")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,17 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from gpusched_env.config_util import ConfigError
+
 TABLE_METRICS = ["avg_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "energy_kwh",
                  "preemptions", "jobs_finished"]
+
+
+def known_metrics() -> list[str]:
+    """Every metric a cluster run can report (the columns ``table_metrics`` may name)."""
+    from gpusched_env.metrics import RunResult, compute_metrics
+
+    return sorted({*compute_metrics(RunResult([], 1, 0.0, 0.0, 0.0)), "avg_run_s", "deadline_miss_rate"})
 
 
 def write_atomic(path: str | Path, text: str) -> None:
@@ -26,6 +35,7 @@ def write_atomic(path: str | Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; results are as readable as any other file
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()
@@ -103,9 +113,9 @@ def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Tabl
     pols = doc["policies"]
     first = next(iter(pols.values()))
     if metrics:
-        unknown = [m for m in metrics if m not in first["metrics"]]
+        unknown = [m for m in metrics if m not in first["metrics"] and m not in known_metrics()]
         if unknown:
-            raise ValueError(f"table_metrics: unknown metric(s) {unknown}; this run has {sorted(first['metrics'])}")
+            raise ConfigError(f"table_metrics: unknown metric(s) {unknown}; this run has {sorted(first['metrics'])}")
         metrics = list(metrics)
     else:
         metrics = [m for m in TABLE_METRICS if m in first["metrics"]]
@@ -202,26 +212,85 @@ def plot(out_dir: Path, jcts: dict[str, list[float]], series: dict[str, tuple], 
     _save(fig, paths[-1])
     plt.close(fig)
 
-    fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
-    for name, (t, busy, power) in series.items():
-        th = np.asarray(t) / 3600.0
-        a1.step(th, np.asarray(busy) / n_gpus, where="post", label=name, lw=0.8)
-        a2.step(th, np.asarray(power) / 1000.0, where="post", label=name, lw=0.8)
-    a1.set_ylabel("busy GPU fraction")
-    a2.set_ylabel("cluster power (kW)")
-    a2.set_xlabel("time (h)")
-    a1.set_title("utilisation and power over time (first seed, first workload)")
-    if series:
-        a1.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
+    fig = timeline_figure(plt, series, n_gpus)
     paths.append(out_dir / "cluster_timeline.png")
     _save(fig, paths[-1])
     plt.close(fig)
     return paths
 
 
+def busy_window(series: dict[str, tuple]) -> tuple[float, float]:
+    """(start, end) in seconds of the span where any policy has work on the cluster: the first and
+    last change of any series with a GPU busy (a trace that starts late or a long idle tail would
+    otherwise squeeze the work into a sliver of the axis)."""
+    lo, hi = math.inf, -math.inf
+    for t, busy, _ in series.values():
+        t_arr, b = np.asarray(t, dtype=float), np.asarray(busy, dtype=float)
+        on = np.flatnonzero(b > 0)
+        if on.size:
+            lo = min(lo, float(t_arr[on[0]]))
+            end = on[-1] + 1 if on[-1] + 1 < len(t_arr) else on[-1]  # the step that frees the last GPU
+            hi = max(hi, float(t_arr[end]))
+    if not math.isfinite(lo):
+        ts = [x for t, _, _ in series.values() for x in t]
+        return (float(min(ts)), float(max(ts))) if ts else (0.0, 1.0)
+    return lo, hi if hi > lo else lo + 1.0
+
+
+def _time_unit(span_s: float) -> tuple[float, str]:
+    for div, name in ((86400.0, "days"), (3600.0, "h"), (60.0, "min")):
+        if span_s >= 3 * div:
+            return div, name
+    return 1.0, "s"
+
+
+def timeline_figure(plt: Any, series: dict[str, tuple], n_gpus: int) -> Any:
+    """One row of small panels per policy (busy GPU fraction | cluster power), every panel on the
+    same axes: time over the busy window, in a unit that suits its length."""
+    names = list(series) or ["(no runs)"]
+    n = len(names)
+    fig, axes = plt.subplots(n, 2, figsize=(9, 0.9 + 1.1 * n), sharex=True, sharey="col", squeeze=False)
+    lo, hi = busy_window(series)
+    pad = 0.02 * (hi - lo)
+    div, unit = _time_unit(hi - lo)
+    pmax = max([max(pw) for _, _, pw in series.values() if len(pw)] or [1.0]) / 1000.0
+    for i, name in enumerate(names):
+        a1, a2 = axes[i]
+        if name in series:
+            t, busy, power = series[name]
+            th = np.asarray(t, dtype=float) / div
+            a1.step(th, np.asarray(busy) / n_gpus, where="post", lw=0.8, color="C0")
+            a2.step(th, np.asarray(power) / 1000.0, where="post", lw=0.8, color="C1")
+        a1.set_ylabel(name, rotation=0, ha="right", va="center", fontsize=8)
+        for a in (a1, a2):
+            a.grid(alpha=0.3)
+            a.tick_params(labelsize=7)
+    axes[0][0].set_ylim(0, 1.05)
+    axes[0][1].set_ylim(0, pmax * 1.05)
+    axes[0][0].set_xlim((lo - pad) / div, (hi + pad) / div)
+    axes[0][0].set_title("busy GPU fraction", fontsize=9)
+    axes[0][1].set_title("cluster power (kW)", fontsize=9)
+    axes[-1][0].set_xlabel(f"time ({unit})", fontsize=8)
+    axes[-1][1].set_xlabel(f"time ({unit})", fontsize=8)
+    fig.suptitle("utilisation and power over time (first seed, first workload)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _file_mode() -> int:
+    """0666 less the process umask: the mode ``open()`` would give a new file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _save(fig: Any, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    os.replace(tmp, path)
+    try:
+        os.fchmod(fd, _file_mode())
+        os.close(fd)
+        fig.savefig(tmp, dpi=110)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

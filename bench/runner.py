@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from gpusched_env.cluster.simulator import Simulator
+from gpusched_env.config_util import ConfigError
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult, compute_metrics
 from gpusched_env.policy import Policy, run_policy
@@ -44,7 +45,7 @@ def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = No
     params = {**dict(scn.policies.get(name, {})), **overrides}
     if name == "agent":
         if not agent_path:
-            raise ValueError("policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")
+            raise ConfigError("policies: policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")
         from agents.adapter import load_agent_policy
 
         return load_agent_policy(agent_path, scn, **params)
@@ -130,7 +131,7 @@ def tasks_for(
     chosen = list(range(n)) if workloads is None else list(workloads)
     bad = [w for w in chosen if not 0 <= w < n]
     if bad:
-        raise ValueError(f"workloads: indices {bad} out of range; {scn.name} has {n} workload(s) (0..{n - 1})")
+        raise ConfigError(f"workloads: indices {bad} out of range; {scn.name} has {n} workload(s) (0..{n - 1})")
     return [Task(p, s, w) for p in policies for s in seeds for w in chosen]
 
 
@@ -144,13 +145,34 @@ def run_tasks(
     keep_series: bool = True,
     on_done: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
-    """Run every task (in ``workers`` processes when > 1); results come back in task order."""
+    """Run every task (in ``workers`` processes when > 1); results come back in task order.
+
+    On Ctrl-C (KeyboardInterrupt) the workers are stopped and :class:`Interrupted` carries the
+    results of the tasks that finished."""
     results: dict[Task, TaskResult] = {}
-    for r in _iter_results(scn, tasks, workers, agent_path, check, keep_series):
-        results[r.task] = r
-        if on_done:
-            on_done(r)
+    try:
+        for r in _iter_results(scn, tasks, workers, agent_path, check, keep_series):
+            results[r.task] = r
+            if on_done:
+                on_done(r)
+    except KeyboardInterrupt:
+        raise Interrupted([results[t] for t in tasks if t in results]) from None
     return [results[t] for t in tasks]
+
+
+class Interrupted(Exception):
+    """The run was interrupted; ``done`` holds the results of the tasks that finished, in task order."""
+
+    def __init__(self, done: list[TaskResult]) -> None:
+        super().__init__(f"interrupted after {len(done)} finished run(s)")
+        self.done = done
+
+
+def _ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _iter_results(
@@ -164,10 +186,20 @@ def _iter_results(
 
     # import what the policies need once, before the workers fork (saves each worker the import)
     prepare_policies(list(dict.fromkeys(t.policy for t in tasks)))
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    try:
         futures = [pool.submit(run_task, scn, t, agent_path, check, keep) for t in tasks]
         for f in as_completed(futures):
             yield f.result()
+    except BaseException:
+        procs = list(getattr(pool, "_processes", {}).values())  # no public way to stop running tasks
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(timeout=10)
+        raise
+    pool.shutdown(wait=True)
 
 
 def aggregate(scn: Scenario, results: list[TaskResult], seeds: list[int]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ jobs for one seed, from the one ``SeedSequence`` of that run.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from gpusched_env.data import data_path
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package (wheel installs too)
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,117 @@ def load_scenario(name_or_cfg: str | dict[str, Any], overrides: dict[str, Any] |
         cfg = dict(name_or_cfg)
     for key, value in (overrides or {}).items():
         cfg[key] = value
-    return from_dict(Scenario, cfg, "scenario")
+    scn = from_dict(Scenario, cfg, "scenario")
+    check_scenario(scn)
+    return scn
+
+
+def _need(ok: bool, key: str, allowed: str, value: Any) -> None:
+    if not ok:
+        raise ConfigError(f"{key}: must be {allowed}, got {value!r}")
+
+
+def check_scenario(scn: Scenario) -> None:
+    """Values the dataclasses accept but no run can use: a ConfigError naming the config key.
+
+    (Unknown keys and wrong types are caught by :func:`from_dict`; this checks ranges.)
+    """
+    from gpusched_env.catalog import GPUS
+
+    c, w, m = scn.cluster, scn.workload, scn.model
+    if not c.from_openb_nodes:
+        _need(len(c.nodes) > 0, "scenario.cluster.nodes", "a non-empty list of node groups", c.nodes)
+    for i, g in enumerate(c.nodes):
+        key = f"scenario.cluster.nodes[{i}]"
+        _need(g.gpu_type in GPUS, f"{key}.gpu_type", f"one of {sorted(GPUS)}", g.gpu_type)
+        _need(g.count >= 1, f"{key}.count", "an integer >= 1", g.count)
+        _need(g.gpus_per_node >= 1, f"{key}.gpus_per_node", "an integer >= 1", g.gpus_per_node)
+        _need(g.gpu_mem_gb > 0, f"{key}.gpu_mem_gb", "> 0", g.gpu_mem_gb)
+    _need(c.nodes_per_rack >= 1, "scenario.cluster.nodes_per_rack", "an integer >= 1", c.nodes_per_rack)
+    _need(c.max_jobs_per_gpu >= 1, "scenario.cluster.max_jobs_per_gpu", "an integer >= 1", c.max_jobs_per_gpu)
+    if w.kind == "synthetic_philly":
+        _need(w.n_jobs >= 1, "scenario.workload.n_jobs", "an integer >= 1", w.n_jobs)
+        if w.rate_per_hour is not None:
+            _need(w.rate_per_hour > 0, "scenario.workload.rate_per_hour", "> 0", w.rate_per_hour)
+        elif w.load is not None:
+            _need(w.load > 0, "scenario.workload.load", "> 0", w.load)
+        else:
+            raise ConfigError("scenario.workload: synthetic_philly needs load or rate_per_hour (both are null)")
+    if w.kind == "inline":
+        _need(len(w.jobs) > 0, "scenario.workload.jobs", "a non-empty list of jobs (kind: inline)", w.jobs)
+    if w.max_gpus is not None:
+        _need(w.max_gpus >= 1, "scenario.workload.max_gpus", "an integer >= 1 or null", w.max_gpus)
+    if w.limit is not None:
+        _need(w.limit >= 1, "scenario.workload.limit", "an integer >= 1 or null", w.limit)
+    _need(w.background_jobs >= 0, "scenario.workload.background_jobs", "an integer >= 0", w.background_jobs)
+    if w.background_jobs:
+        _need(w.background_rate_per_hour > 0, "scenario.workload.background_rate_per_hour",
+              "> 0 when background_jobs > 0", w.background_rate_per_hour)
+    if w.names:
+        _need(len(w.names) == len(w.paths), "scenario.workload.names", f"one name per path ({len(w.paths)})", w.names)
+    lf = m.locality.lf
+    _need(math.isfinite(lf) and lf >= 1.0, "scenario.model.locality.lf",
+          "a finite cross-node slowdown factor >= 1 (1 = no penalty)", lf)
+    _need(m.restart_cost_s >= 0, "scenario.model.restart_cost_s", ">= 0", m.restart_cost_s)
+    _need(m.start_cost_s >= 0, "scenario.model.start_cost_s", ">= 0", m.start_cost_s)
+    f = m.failures
+    if f.mtbf_h is not None:
+        _need(f.mtbf_h > 0, "scenario.model.failures.mtbf_h", "> 0 hours or null (no failures)", f.mtbf_h)
+    _need(f.repair_s >= 0, "scenario.model.failures.repair_s", ">= 0", f.repair_s)
+    _need(f.checkpoint_interval_s > 0, "scenario.model.failures.checkpoint_interval_s", "> 0", f.checkpoint_interval_s)
+    st = m.stragglers
+    _need(st.sample_s > 0, "scenario.model.stragglers.sample_s", "> 0", st.sample_s)
+    _need(0 <= st.fraction_scale, "scenario.model.stragglers.fraction_scale", ">= 0", st.fraction_scale)
+    v = m.variability
+    _need(0 <= v.outlier_prob <= 1, "scenario.model.variability.outlier_prob", "in [0, 1]", v.outlier_prob)
+    _need(v.outlier_factor > 0, "scenario.model.variability.outlier_factor", "> 0", v.outlier_factor)
+    _need(v.drift_sigma >= 0, "scenario.model.variability.drift_sigma", ">= 0", v.drift_sigma)
+    _need(v.drift_interval_s > 0, "scenario.model.variability.drift_interval_s", "> 0", v.drift_interval_s)
+    if scn.round_s is not None:
+        _need(scn.round_s > 0, "scenario.round_s", "> 0 seconds or null", scn.round_s)
+    for name, params in scn.policies.items():
+        rs = params.get("round_s") if isinstance(params, dict) else None
+        if rs is not None:
+            _need(isinstance(rs, (int, float)) and rs > 0, f"scenario.policies.{name}.round_s", "> 0 seconds", rs)
+
+
+def check_jobs(jobs: list[Job], topo: Topology, max_jobs_per_gpu: int, where: str) -> None:
+    """Every job is well formed and could run on this cluster, else a ConfigError naming ``where``
+    and the job: nothing is left in the queue for ever without a word."""
+    from gpusched_env.catalog import find_model
+
+    if not jobs:
+        raise ConfigError(f"{where}: the workload has no jobs")
+    seen: set[int] = set()
+    mem = np.asarray(topo.gpu_mem_gb, dtype=float)
+    types = np.asarray(topo.gpu_type_idx)
+    room: dict[tuple[str | None, float], int] = {}  # (gpu_type, mem_gb) -> GPUs that can hold such a job
+    for j in jobs:
+        at = f"{where}: job {j.job_id}"
+        if j.job_id in seen:
+            raise ConfigError(f"{at}: job_id appears twice (job ids must be unique)")
+        seen.add(j.job_id)
+        _need(j.num_gpus >= 1, f"{at}: num_gpus", "an integer >= 1", j.num_gpus)
+        _need(math.isfinite(j.arrival_s) and j.arrival_s >= 0, f"{at}: arrival_s", "a finite time >= 0", j.arrival_s)
+        _need(math.isfinite(j.work_iters) and j.work_iters >= 0, f"{at}: work_iters", "a finite count >= 0",
+              j.work_iters)
+        _need(math.isfinite(j.mem_gb) and j.mem_gb >= 0, f"{at}: mem_gb", "a finite size >= 0", j.mem_gb)
+        if find_model(j.model) is None:
+            from gpusched_env.catalog import MODELS
+
+            raise ConfigError(f"{at}: model: must be one of {sorted(MODELS)}, got {j.model!r}")
+        if j.gpu_type is not None and j.gpu_type not in topo.gpu_types:
+            raise ConfigError(f"{at}: gpu_type: must be one of this cluster's {list(topo.gpu_types)}, "
+                              f"got {j.gpu_type!r}")
+        n_ok = room.get((j.gpu_type, j.mem_gb))
+        if n_ok is None:
+            ok = mem + 1e-9 >= j.mem_gb
+            if j.gpu_type is not None:
+                ok &= types == topo.gpu_types.index(j.gpu_type)
+            n_ok = room[(j.gpu_type, j.mem_gb)] = int(np.count_nonzero(ok))
+        if j.num_gpus > n_ok:
+            raise ConfigError(f"{at}: needs {j.num_gpus} GPU(s) with >= {j.mem_gb} GB"
+                              f"{f' of type {j.gpu_type}' if j.gpu_type else ''}; the cluster has {n_ok}")
 
 
 def run_rngs(seed: int) -> dict[str, np.random.Generator]:
@@ -169,10 +280,22 @@ def sim_seed(seed: int) -> int:
 
 
 def build_workloads(scn: Scenario, seed: int, topology: Topology | None = None) -> list[tuple[str, list[Job]]]:
-    """(name, jobs) for every workload of the scenario under ``seed``."""
+    """(name, jobs) for every workload of the scenario under ``seed``; a workload with no jobs, or a
+    job no GPU set of the cluster can hold, is a ConfigError naming the workload's source."""
+    topo = topology or scn.cluster.topology()
+    out = _build_workloads(scn, seed, topo)
+    w = scn.workload
+    sources = (["scenario.workload.jobs"] if w.kind == "inline" else
+               [f"scenario {scn.name} (synthetic_philly)"] if w.kind == "synthetic_philly" else
+               [str(data_path(p)) for p in w.paths[: len(out)]] if w.kind == "pal" else [str(data_path(w.paths[0]))])
+    for (_, jobs), where in zip(out, sources, strict=True):
+        check_jobs(jobs, topo, scn.cluster.max_jobs_per_gpu, where)
+    return out
+
+
+def _build_workloads(scn: Scenario, seed: int, topo: Topology) -> list[tuple[str, list[Job]]]:
     w = scn.workload
     rng = run_rngs(seed)["workload"]
-    topo = topology or scn.cluster.topology()
     max_gpus = w.max_gpus or topo.n_gpus
     if w.kind == "synthetic_philly":
         from gpusched_env.workload.synthetic import SyntheticPhilly

@@ -40,7 +40,7 @@ CMDS = ("profile", "replay", "compare", "pairs")
 EXIT_USAGE = 2
 EXIT_UNFINISHED = 3
 EXIT_INTERRUPTED = 130  # pairs: SIGINT or SIGTERM
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf" / "real")
+CONF_DIR = str(Path(__file__).resolve().parent.parent / "gpusched_env" / "conf" / "real")
 
 
 def _devices(cfg: dict[str, Any], wl: RealWorkload, out: Path) -> tuple[Any, Any]:

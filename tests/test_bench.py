@@ -14,15 +14,16 @@ from bench.runner import run_tasks, tasks_for
 from gpusched_env import data as data_mod
 from gpusched_env.scenario import build_workloads, load_scenario
 
-BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_bench_cli_writes_results(tmp_path):
     out = tmp_path / "run"
-    cmd = [str(BIN / "gpusched-bench"), "scenario=synthetic_small", "policies=[fifo,las,gandiva]",
+    cmd = [sys.executable, "-m", "bench.cli", "scenario=synthetic_small", "policies=[fifo,las,gandiva]",
            "seeds=[0,1]", f"out_dir={out}", "workers=2", "check_invariants=true",
            "table_metrics=[avg_jct_s,avg_jct_all_s,jobs_finished]"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
     assert doc["scenario"] == "synthetic_small" and doc["seeds"] == [0, 1]
@@ -128,3 +129,32 @@ def test_unknown_level_is_a_named_error():
 
     with pytest.raises(ConfigError, match="scenario.level: 'gpu' is not one of cluster, device, pipeline"):
         level_of({"level": "gpu"})
+
+
+def test_timeline_plot_one_panel_row_per_policy_over_the_busy_window(tmp_path):
+    """Six policies: six rows of small panels on shared axes; the x axis spans where GPUs are busy
+    (a run whose work sits between 100 h and 110 h, then idles for days, is not a sliver)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bench.report import busy_window, plot, timeline_figure
+
+    h = 3600.0
+    series = {}
+    for i, name in enumerate(["fifo", "sjf", "las", "tiresias", "gandiva", "pal"]):
+        t = [0.0, 100 * h + i * 60, 105 * h, 110 * h - i * 60, 400 * h]
+        series[name] = (t, [0, 4, 8, 0, 0], [500.0, 900.0, 1500.0, 500.0, 500.0])
+    assert busy_window(series) == (100 * h, 110 * h)
+    fig = timeline_figure(plt, series, 8)
+    axes = fig.axes
+    assert len(axes) == 12 and [a.get_ylabel() for a in axes[::2]] == list(series)
+    assert len({a.get_xlim() for a in axes}) == 1  # one time axis for all
+    assert len({a.get_ylim() for a in axes[::2]}) == 1 and len({a.get_ylim() for a in axes[1::2]}) == 1
+    lo, hi = axes[0].get_xlim()
+    assert 99.5 <= lo < 100 and 110 < hi <= 110.5  # hours, the busy window and a small margin
+    assert axes[-1].get_xlabel() == "time (h)"
+    plt.close(fig)
+    (path_cdf, path_tl) = plot(tmp_path, {"fifo": [1.0, 2.0]}, series, 8)
+    assert path_tl.stat().st_size > 10_000

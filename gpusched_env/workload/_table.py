@@ -23,7 +23,14 @@ def read_csv(path: str | Path, required: Sequence[str]) -> pd.DataFrame:
 
     Blank lines are dropped; the index keeps each row's position in the file (line = index + 2).
     """
-    df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+    except pd.errors.EmptyDataError:
+        raise TraceError(str(path), 1, "header", f"empty file; expected a header with {', '.join(required)}",
+                         "") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise TraceError(str(path), 1, "file", f"not a readable CSV ({str(e).strip().splitlines()[0]})",
+                         "") from None
     for col in required:
         if col not in df.columns:
             raise TraceError(str(path), 1, col, f"missing column (columns: {', '.join(df.columns)})", col)
