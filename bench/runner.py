@@ -229,22 +229,6 @@ def _mean(ms: list[dict[str, float]]) -> dict[str, float]:
 
 def paper_values(scn: Scenario, block: dict[str, Any]) -> list[dict[str, Any]]:
     """Each published claim of the scenario with its simulated counterpart (None if not computable)."""
-    rows = []
-    for c in scn.paper:
-        sim = None
-        if c.policy in block and c.baseline in block:
-            try:
-                sim = _claim_value(c.kind, c.aggregate, c.metric, block[c.policy], block[c.baseline])
-            except KeyError:  # a metric this run did not report
-                sim = None
-        rows.append({"claim": c.claim, "value": c.value, "sim_value": sim, "metric": c.metric,
-                     "policy": c.policy, "baseline": c.baseline, "source": c.source})
-    return rows
-
-
-def _claim_value(kind: str, aggregate: str, metric: str, mine: dict, base: dict) -> float:
-    groups = mine.get("per_workload") or [{"metrics": mine["metrics"]}]
-    bgroups = base.get("per_workload") or [{"metrics": base["metrics"]}]
-    ratios = np.array([g["metrics"][metric] / b["metrics"][metric] for g, b in zip(groups, bgroups, strict=True)])
-    r = float(np.exp(np.log(ratios).mean())) if aggregate == "geomean" else float(ratios.mean())
-    return 1.0 - r if kind == "improvement" else r - 1.0
+    return [{"claim": c.claim, "value": c.value, "sim_value": c.sim_value(block), "metric": c.metric,
+             "policy": c.policy, "baseline": c.baseline, "kind": c.kind, "aggregate": c.aggregate,
+             "workloads": list(c.workloads), "source": c.source} for c in scn.paper]

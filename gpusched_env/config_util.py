@@ -6,7 +6,11 @@ import dataclasses
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+"""The Hydra configs and scenario files, shipped inside the package (wheel installs too)."""
 
 T = TypeVar("T")
 

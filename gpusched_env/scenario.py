@@ -16,12 +16,13 @@ import numpy as np
 import yaml
 
 from gpusched_env.cluster.model import SimModel
-from gpusched_env.config_util import ConfigError, from_dict
+from gpusched_env.config_util import CONF_DIR, ConfigError, from_dict
 from gpusched_env.data import data_path
+from gpusched_env.paper import PaperClaim
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
 
-CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped inside the package (wheel installs too)
+__all__ = ["CONF_DIR", "PaperClaim", "Scenario", "load_scenario"]  # CONF_DIR, PaperClaim: re-exported
 
 
 @dataclass(frozen=True)
@@ -89,24 +90,6 @@ class WorkloadConfig:
             raise ValueError(f"deadline_factor must be > 0, got {self.deadline_factor}")
         if not (0.0 <= self.deadline_share <= 1.0 and 0.0 <= self.priority_share <= 1.0):
             raise ValueError("deadline_share and priority_share must be in [0, 1]")
-
-
-@dataclass(frozen=True)
-class PaperClaim:
-    """``scenario.paper``: a published figure and how to compute its simulated counterpart.
-
-    ``kind``: ``improvement`` = 1 − metric(policy)/metric(baseline), averaged by ``aggregate``
-    (``geomean`` of per-workload ratios, or ``mean``); ``change`` = metric(policy)/metric(baseline) − 1.
-    """
-
-    claim: str  # the published statement
-    value: float  # the published figure
-    metric: str = "avg_jct_s"  # metric compared
-    policy: str = ""  # the paper's policy
-    baseline: str = ""  # what it is compared against
-    kind: str = "improvement"  # improvement (1 - ratio) or change (ratio - 1)
-    aggregate: str = "geomean"  # geomean or mean over workloads
-    source: str = ""  # where the figure is published
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,49 @@ def test_model_never_imports_policies_agents_or_apps():
     assert _violations(_modules(), APPS) == []
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _reachable(start: str, graph: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        for n in graph.get(m, ()):
+            if n not in seen:
+                seen.add(n)
+                todo.append(n)
+    return seen
+
+
+def _graph() -> dict[str, set[str]]:
+    """module -> the gpusched_env modules it imports (a package import counts its __init__)."""
+    names = {_module_name(f): f for f in _modules()}
+    graph: dict[str, set[str]] = {}
+    for name, f in names.items():
+        deps = set()
+        for m in _imports(f):
+            while m and m not in names:
+                m = m.rpartition(".")[0]
+            if m and m != name:
+                deps.add(m)
+        graph[name] = deps
+    return graph
+
+
 @pytest.mark.parametrize("level", ["device", "pipeline"])
 def test_lower_levels_never_import_the_cluster_level(level):
+    """Not directly, and not through another module (e.g. a scenario loader that imports the cluster)."""
     assert _violations(_modules(level), ("gpusched_env.cluster", "gpusched_env.envs", *APPS)) == []
+    graph = _graph()
+    bad = {}
+    for f in _modules(level):
+        name = _module_name(f)
+        hit = sorted(m for m in _reachable(name, graph) if m.startswith(("gpusched_env.cluster", "gpusched_env.envs")))
+        if hit:
+            bad[name] = hit
+    assert bad == {}
 
 
 def test_contracts_never_import_a_level_implementation():

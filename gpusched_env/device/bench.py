@@ -23,7 +23,7 @@ from gpusched_env.device.pairs import Grouping, PairSetup, run_pair
 from gpusched_env.device.profiles import PROFILES
 from gpusched_env.device.service import ServiceSpec
 from gpusched_env.levels import LevelRun
-from gpusched_env.scenario import PaperClaim
+from gpusched_env.paper import PaperClaim
 
 PAIR_POLICIES: tuple[str, ...] = (*MECHANISMS, "mps_be50")
 POLICIES: tuple[str, ...] = (*PAIR_POLICIES, *(p for p in STAGE_POLICIES if p not in PAIR_POLICIES))

@@ -14,8 +14,8 @@ from dataclasses import replace
 import numpy as np
 import yaml
 
+from gpusched_env.config_util import CONF_DIR
 from gpusched_env.device import bench
-from gpusched_env.scenario import CONF_DIR
 
 
 def _scenario(name: str) -> bench.DeviceScenario:

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpusched_env.config_util import ConfigError, from_dict
+from gpusched_env.paper import PaperClaim
 from gpusched_env.pipeline.dynamics import Workload
 from gpusched_env.pipeline.model import PipelineModel
 from gpusched_env.pipeline.spec import PipelineSpec
-from gpusched_env.scenario import PaperClaim
 
 
 @dataclass(frozen=True)

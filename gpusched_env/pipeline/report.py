@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
 import yaml
 
+from gpusched_env.config_util import CONF_DIR
 from gpusched_env.pipeline import bench
 from gpusched_env.pipeline.config import PipelineScenario
 from gpusched_env.pipeline.coupling import iteration_time_ms
 from gpusched_env.pipeline.schedules import SCHEDULES
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "scenario"
+CONF = CONF_DIR / "scenario"
 
 
 def load_named(name: str) -> PipelineScenario:

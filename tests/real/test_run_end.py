@@ -55,24 +55,36 @@ workload:
   kind: inline
   jobs:
     - {job_id: 0, arrival_s: 0.0, num_gpus: 1, work_iters: 20, model: pointnet, perf_class: D, mem_gb: 0.5}
-    - {job_id: 1, arrival_s: 0.0, num_gpus: 2, work_iters: 20, model: pointnet, perf_class: D, mem_gb: 0.5}
+    - {job_id: 1, arrival_s: 0.0, num_gpus: NGPUS, work_iters: WORK, model: pointnet, perf_class: D, mem_gb: 0.5}
 """
 TINY = ["models.pointnet.width=32", "models.pointnet.depth=1", "models.pointnet.batch=8", "models.pointnet.input=32"]
 
 
-def test_cli_exits_nonzero_when_jobs_are_left_unfinished(tmp_path: Path) -> None:
-    """Job 1 needs two devices on a one-device cluster: FIFO runs job 0 and can never start job 1."""
+def _replay(tmp_path: Path, n_gpus: int, work: int, *extra: str) -> subprocess.CompletedProcess[str]:
     sc = tmp_path / "blocked.yaml"
-    sc.write_text(SCENARIO)
-    run = tmp_path / "run"
-    argv = [sys.executable, "-m", "real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={run}",
-            "devices.kind=cpu", *TINY]
+    sc.write_text(SCENARIO.replace("NGPUS", str(n_gpus)).replace("WORK", str(work)))
+    argv = [sys.executable, "-m", "real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={tmp_path / 'run'}",
+            "devices.kind=cpu", *TINY, *extra]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_cli_refuses_a_job_that_can_never_be_placed(tmp_path: Path) -> None:
+    """Job 1 needs two devices on a one-device cluster: a one-line error before anything runs."""
+    p = _replay(tmp_path, 2, 20)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "job 1: needs 2 GPU(s)" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_cli_exits_nonzero_when_jobs_are_left_unfinished(tmp_path: Path) -> None:
+    """Job 1 is far too long for the wall-clock limit: job 0 finishes, the run ends ``incomplete``
+    naming job 1, exit code 3."""
+    p = _replay(tmp_path, 1, 10**7, "real.max_wall_s=12")
     assert p.returncode == 3, p.stdout + p.stderr
-    assert "deadlocked: 1 tracked job(s) unfinished (ids 1)" in p.stdout + p.stderr
-    doc = json.loads((run / "results.json").read_text())
-    assert doc["real"]["status"] == "deadlocked" and doc["real"]["unfinished"] == [1]
+    assert "incomplete: 1 tracked job(s) unfinished (ids 1)" in p.stdout + p.stderr
+    doc = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert doc["real"]["status"] == "incomplete" and doc["real"]["unfinished"] == [1]
     assert doc["policies"]["fifo"]["metrics"]["jobs_finished"] == 1
 
 

@@ -13,7 +13,7 @@ from gpusched_env.device.daris.scheduler import Daris, DarisConfig
 from gpusched_env.device.daris.sim import StageScheduler, StageSim
 from gpusched_env.device.daris.taskset import TASKSETS, Task, build_taskset
 from gpusched_env.device.gpus import device_gpu
-from gpusched_env.scenario import PaperClaim
+from gpusched_env.paper import PaperClaim
 
 STAGE_POLICIES: tuple[str, ...] = ("daris", "batching", "gslice", "mps")
 

@@ -1,0 +1,82 @@
+"""Published claims a scenario reproduces, and how each one's simulated counterpart is computed.
+
+A leaf module (it imports nothing from gpusched_env), so every level's scenario can use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+KINDS = ("improvement", "change", "value")
+AGGREGATES = ("geomean", "mean", "min", "max")
+
+
+@dataclass(frozen=True)
+class PaperClaim:
+    """``scenario.paper``: a published figure and how to compute its simulated counterpart.
+
+    ``kind``: ``improvement`` = 1 − metric(policy)/metric(baseline); ``change`` =
+    metric(policy)/metric(baseline) − 1; ``value`` = metric(policy) itself (no baseline; for
+    absolute claims such as a miss rate). Per workload, then combined by ``aggregate``: ``geomean``
+    (of the ratios; for ``value``, of the values), ``mean``, ``min`` or ``max``; ``workloads``
+    restricts the claim to the named workloads (default: every workload the run has).
+    """
+
+    claim: str  # the published statement
+    value: float  # the published figure
+    metric: str = "avg_jct_s"  # metric compared
+    policy: str = ""  # the paper's policy
+    baseline: str = ""  # what it is compared against (unused for kind value)
+    kind: str = "improvement"  # improvement (1 - ratio), change (ratio - 1) or value (the metric itself)
+    aggregate: str = "geomean"  # geomean, mean, min or max over workloads
+    source: str = ""  # where the figure is published
+    workloads: list[str] = field(default_factory=list)  # the workloads the claim is about (empty = all)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"paper claim kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.aggregate not in AGGREGATES:
+            raise ValueError(f"paper claim aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+        if self.kind != "value" and not self.baseline:
+            raise ValueError(f"paper claim {self.claim!r}: kind {self.kind} needs a baseline")
+
+    def sim_value(self, block: Mapping[str, Any]) -> float | None:
+        """The simulated counterpart from a results block (policy -> metrics / per_workload), or
+        None when the run lacks the policy, the baseline, a workload or the metric."""
+        if self.policy not in block or (self.kind != "value" and self.baseline not in block):
+            return None
+        try:
+            mine = _per_workload(block[self.policy], self.workloads)
+            if self.kind == "value":
+                vals = np.array([m[self.metric] for m in mine], dtype=float)
+                return _combine(vals, self.aggregate)
+            base = _per_workload(block[self.baseline], self.workloads)
+            ratios = np.array([m[self.metric] / b[self.metric] for m, b in zip(mine, base, strict=True)], dtype=float)
+        except (KeyError, ValueError, ZeroDivisionError):
+            return None
+        r = _combine(ratios, self.aggregate)
+        return 1.0 - r if self.kind == "improvement" else r - 1.0
+
+
+def _per_workload(entry: Mapping[str, Any], names: list[str]) -> list[Mapping[str, float]]:
+    groups = entry.get("per_workload")
+    if not groups:
+        if names:
+            raise KeyError("per_workload")
+        return [entry["metrics"]]
+    if not names:
+        return [g["metrics"] for g in groups]
+    by_name = {g["workload"]: g["metrics"] for g in groups}
+    return [by_name[n] for n in names]
+
+
+def _combine(x: np.ndarray, aggregate: str) -> float:
+    if aggregate == "geomean":
+        return float(np.exp(np.log(x).mean()))
+    if aggregate == "min":
+        return float(x.min())
+    return float(x.max()) if aggregate == "max" else float(x.mean())
