@@ -167,7 +167,10 @@ def paper_table(doc: dict[str, Any]) -> Table | None:
         t.add_column(c, justify="left" if c == "claim" else "right")
     for c in paper["claims"]:
         sim = c.get("sim_value")
-        gap = "-" if sim is None or not c["value"] else f"{(sim - c['value']) / abs(c['value']) * 100:+.0f}% rel"
+        if c.get("meets_bound") is not None:
+            gap = f"{'meets' if c['meets_bound'] else 'misses'} the {c['bound']} bound"
+        else:
+            gap = "-" if sim is None or not c["value"] else f"{(sim - c['value']) / abs(c['value']) * 100:+.0f}% rel"
         t.add_row(c["claim"], f"{c['value']:+.3f}", "-" if sim is None else f"{sim:+.3f}", gap)
     return t
 

@@ -229,6 +229,10 @@ def _mean(ms: list[dict[str, float]]) -> dict[str, float]:
 
 def paper_values(scn: Scenario, block: dict[str, Any]) -> list[dict[str, Any]]:
     """Each published claim of the scenario with its simulated counterpart (None if not computable)."""
-    return [{"claim": c.claim, "value": c.value, "sim_value": c.sim_value(block), "metric": c.metric,
-             "policy": c.policy, "baseline": c.baseline, "kind": c.kind, "aggregate": c.aggregate,
-             "workloads": list(c.workloads), "source": c.source} for c in scn.paper]
+    rows = []
+    for c in scn.paper:
+        sim = c.sim_value(block)
+        rows.append({"claim": c.claim, "value": c.value, "sim_value": sim, "metric": c.metric, "policy": c.policy,
+                     "baseline": c.baseline, "kind": c.kind, "aggregate": c.aggregate, "workloads": list(c.workloads),
+                     "bound": c.bound, "meets_bound": None if sim is None else c.meets(sim), "source": c.source})
+    return rows

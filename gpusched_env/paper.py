@@ -23,8 +23,15 @@ class PaperClaim:
     metric(policy)/metric(baseline) − 1; ``value`` = metric(policy) itself (no baseline; for
     absolute claims such as a miss rate). Per workload, then combined by ``aggregate``: ``geomean``
     (of the ratios; for ``value``, of the values), ``mean``, ``min`` or ``max``; ``workloads``
-    restricts the claim to the named workloads (default: every workload the run has).
+    restricts the claim to the named workloads (default: every workload the run has); ``bound``
+    marks a published bound (``upper``: the result is at most ``value``; ``lower``: at least).
     """
+
+    def meets(self, sim: float) -> bool | None:
+        """Whether ``sim`` keeps a published bound (None for a plain value)."""
+        if not self.bound:
+            return None
+        return sim <= self.value + 1e-12 if self.bound == "upper" else sim >= self.value - 1e-12
 
     claim: str  # the published statement
     value: float  # the published figure
@@ -35,12 +42,15 @@ class PaperClaim:
     aggregate: str = "geomean"  # geomean, mean, min or max over workloads
     source: str = ""  # where the figure is published
     workloads: list[str] = field(default_factory=list)  # the workloads the claim is about (empty = all)
+    bound: str = ""  # "": the figure is a value; "upper" / "lower": the paper bounds the result (sim <= / >= value)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"paper claim kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.aggregate not in AGGREGATES:
             raise ValueError(f"paper claim aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+        if self.bound not in ("", "upper", "lower"):
+            raise ValueError(f"paper claim bound must be empty, upper or lower, got {self.bound!r}")
         if self.kind != "value" and not self.baseline:
             raise ValueError(f"paper claim {self.claim!r}: kind {self.kind} needs a baseline")
 

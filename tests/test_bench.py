@@ -158,3 +158,28 @@ def test_timeline_plot_one_panel_row_per_policy_over_the_busy_window(tmp_path):
     plt.close(fig)
     (path_cdf, path_tl) = plot(tmp_path, {"fifo": [1.0, 2.0]}, series, 8)
     assert path_tl.stat().st_size > 10_000
+
+
+def test_paper_claim_kinds_aggregates_workloads_and_bounds():
+    """Hand-computed: two workloads; ratios 0.5 and 0.8 of policy p to baseline b."""
+    from gpusched_env.paper import PaperClaim
+
+    def entry(a, b):
+        return {"metrics": {}, "per_workload": [{"workload": "w1", "metrics": {"x": a}}, {"workload": "w2", "metrics": {"x": b}}]}
+
+    block = {"p": entry(50.0, 80.0), "b": entry(100.0, 100.0)}
+    def claim(**kw):
+        return PaperClaim("c", 0.1, **{"metric": "x", "policy": "p", "baseline": "b", **kw})
+
+    assert claim(kind="improvement").sim_value(block) == pytest.approx(1 - (0.5 * 0.8) ** 0.5)
+    assert claim(kind="change", aggregate="mean").sim_value(block) == pytest.approx(0.65 - 1)
+    assert claim(kind="improvement", aggregate="min").sim_value(block) == pytest.approx(0.5)  # 1 - min ratio
+    assert claim(kind="change", workloads=["w2"]).sim_value(block) == pytest.approx(-0.2)
+    assert PaperClaim("c", 60.0, metric="x", policy="p", kind="value", aggregate="max").sim_value(block) == 80.0
+    assert claim(workloads=["nope"]).sim_value(block) is None and claim(baseline="zz").sim_value(block) is None
+    upper = PaperClaim("c", 0.02, metric="x", policy="p", kind="value", bound="upper")
+    assert upper.meets(0.005) is True and upper.meets(0.03) is False and claim().meets(0.5) is None
+    with pytest.raises(ValueError, match="aggregate must be one of geomean, mean, min, max"):
+        claim(aggregate="median")
+    with pytest.raises(ValueError, match="kind change needs a baseline"):
+        PaperClaim("c", 0.1, policy="p", kind="change")

@@ -89,7 +89,6 @@ class PipelineScenario:
     env: EnvConfig = field(default_factory=EnvConfig)
     default_policies: list[str] = field(default_factory=list)
     paper: list[PaperClaim] = field(default_factory=list)
-    claim_cases: list[list[str]] = field(default_factory=list)  # per claim: the workloads it is about
     sources: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -112,10 +111,10 @@ def load(raw: dict[str, Any], name: str) -> PipelineScenario:
             w.validate(model.stages)
     except ValueError as e:
         raise ConfigError(f"scenario: {e}") from e
-    for i, cases in enumerate(scn.claim_cases):
-        bad = [c for c in cases if c not in scn.workload_names]
-        if bad or i >= len(scn.paper):
-            raise ConfigError(f"scenario.claim_cases[{i}]: needs a claim and workloads among {scn.workload_names}, got {cases}")
+    for i, c in enumerate(scn.paper):
+        bad = [w for w in c.workloads if w not in scn.workload_names]
+        if bad:
+            raise ConfigError(f"scenario.paper[{i}].workloads: {bad} are not among {scn.workload_names}")
     from gpusched_env.pipeline.schedules import SCHEDULES
 
     unknown = [p for p in scn.default_policies if p not in SCHEDULES]

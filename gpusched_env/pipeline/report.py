@@ -43,8 +43,8 @@ def claim_value(kind: str, aggregate: str, ratios: list[float]) -> float:
 def paper_rows(scn: PipelineScenario, cases: dict[str, dict[str, dict[str, float]]]) -> list[str]:
     """PaperClaim over all cases (what gpusched-bench shows) and over the claim's own cases."""
     rows = ["| claim | paper | sim, all cases | sim, its cases | its cases |", "|---|---|---|---|---|"]
-    for i, c in enumerate(scn.paper):
-        own = scn.claim_cases[i] if i < len(scn.claim_cases) else list(cases)
+    for c in scn.paper:
+        own = list(c.workloads) or list(cases)
         every, mine = _claim_over(c, cases, list(cases)), _claim_over(c, cases, own)
         rows.append(f"| {c.claim} | {c.value:.3f} | {every:.3f} | {mine:.3f} | {', '.join(own)} |")
     return rows
