@@ -31,15 +31,17 @@ import random
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from real.worker import JsonSpec
 
 EXIT_GONE = 4  # parent gone or max_wall_s passed
 
 
 @dataclass
-class PairSpec:
+class PairSpec(JsonSpec):
     """What one pair worker runs (written by the orchestrator as JSON)."""
 
     role: str  # "hp" | "be"
@@ -55,15 +57,6 @@ class PairSpec:
     calib_s: float = 2.0
     drain_s: float = 10.0
     max_wall_s: float = 3600.0
-
-    def write(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        os.replace(tmp, path)
-
-    @staticmethod
-    def read(path: Path) -> PairSpec:
-        return PairSpec(**json.loads(Path(path).read_text()))
 
 
 class _Stop:

@@ -22,14 +22,29 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 EXIT_DONE = 0
 EXIT_STOPPED = 3
 
+S = TypeVar("S", bound="JsonSpec")
+
+
+class JsonSpec:
+    """A dataclass handed to a worker process as a JSON file (written atomically)."""
+
+    def write(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self)))  # type: ignore[call-overload]
+        os.replace(tmp, path)
+
+    @classmethod
+    def read(cls: type[S], path: Path) -> S:
+        return cls(**json.loads(Path(path).read_text()))
+
 
 @dataclass
-class WorkerSpec:
+class WorkerSpec(JsonSpec):
     """What one job process runs (written by the backend as JSON)."""
 
     job_id: int
@@ -43,15 +58,6 @@ class WorkerSpec:
     warmup_iters: int = 0
     report_every_s: float = 0.2
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def write(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        os.replace(tmp, path)
-
-    @staticmethod
-    def read(path: Path) -> WorkerSpec:
-        return WorkerSpec(**json.loads(Path(path).read_text()))
 
 
 class _Flags:
