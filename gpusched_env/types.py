@@ -6,7 +6,7 @@ A policy sees a read-only :class:`~gpusched_env.view.ClusterView` and returns a 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpusched_env.device.service import ServiceSpec
 from gpusched_env.pipeline.spec import PipelineSpec
@@ -80,6 +80,7 @@ class Sharing:
     sm_pct: float = 100.0
     priority: int = 0
     oversubscribe: bool = False
+    is_mps: bool = field(init=False, repr=False, compare=False)  # kind is mps or priority (set once: hot path)
 
     def __post_init__(self) -> None:
         if self.kind not in SHARING_KINDS:
@@ -88,10 +89,7 @@ class Sharing:
             raise ValueError(f"sharing sm_pct must be in (0, 100], got {self.sm_pct}")
         if self.kind not in ("mps", "priority") and (self.sm_pct != 100.0 or self.oversubscribe):
             raise ValueError(f"sharing {self.kind!r} takes the whole GPU: sm_pct and oversubscribe are MPS-only")
-
-    @property
-    def is_mps(self) -> bool:
-        return self.kind in ("mps", "priority")
+        object.__setattr__(self, "is_mps", self.kind in ("mps", "priority"))
 
     @property
     def sm_share(self) -> float:

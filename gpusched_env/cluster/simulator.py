@@ -307,7 +307,12 @@ class Simulator:
         loads: list[tuple[int, float | None]] = []
         for g in gpus:
             here = resident[g]
-            loads.append((g, speed.gpu_util(g, runs[here[0]].util) if here else None))
+            if not here:
+                loads.append((g, None))
+            elif len(here) == 1 and not running[here[0]].sharing.is_mps:
+                loads.append((g, runs[here[0]].util))  # alone on the GPU: the model's own utilisation
+            else:
+                loads.append((g, speed.shared_util(g)))
         self.power.set_loads(loads)
         power_l = self.power.power_l
         for jid in jobs:

@@ -136,11 +136,8 @@ class DataParallelSpeed:
             out.append(Tenant(spec.name, min(spec.util, 1.0), state.running[jid].sharing))
         return tuple(out)
 
-    def gpu_util(self, g: int, alone_util: float) -> float:
-        """Busy fraction of GPU ``g`` (holding jobs); ``alone_util``: its one whole-GPU tenant's own."""
-        here = self.state.resident[g]
-        if len(here) == 1 and not self.state.running[here[0]].sharing.is_mps:
-            return alone_util
+    def shared_util(self, g: int) -> float:
+        """Busy fraction of GPU ``g`` shared by its tenants (the device model's figure)."""
         return self.device.share(self.topology.gpu_type_of(g), self.tenants(g)).util
 
 
