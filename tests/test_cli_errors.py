@@ -205,8 +205,10 @@ def test_multirun_shared_folder_is_refused(tmp_path):
 def test_ctrl_c_writes_finished_runs(tmp_path):
     out = tmp_path / "o"
     seeds = ",".join(str(s) for s in range(400))
-    p = _bench(["scenario=synthetic_small", "scenario.workload.n_jobs=300", "policies=[fifo]", f"seeds=[{seeds}]",
-                "workers=2", "plots=false", f"out_dir={out}"], start_new_session=True)  # ~0.2 s a run
+    # 3,000 jobs a run: ~0.2 s each, so 400 runs take ~40 s and the interrupt lands mid-way (300 jobs
+    # ran in ~0.01 s and the whole sweep could end before the interrupt)
+    p = _bench(["scenario=synthetic_small", "scenario.workload.n_jobs=3000", "policies=[fifo]", f"seeds=[{seeds}]",
+                "workers=2", "plots=false", f"out_dir={out}"], start_new_session=True)
     import psutil
 
     try:
