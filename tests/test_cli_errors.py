@@ -231,7 +231,7 @@ def test_ctrl_c_writes_finished_runs(tmp_path):
     assert lines[0] == (f"gpusched-bench: interrupted: wrote the {doc['runs_finished']} of 400 runs that finished "
                         f"to {out / 'results.json'} (marked \"partial\": true)")
     done = [s["seed"] for s in doc["policies"]["fifo"]["per_seed"]]
-    assert len(done) == doc["runs_finished"] and doc["policies"]["fifo"]["metrics"]["jobs_finished"] == 300
+    assert len(done) == doc["runs_finished"] and doc["policies"]["fifo"]["metrics"]["jobs_finished"] == 3000
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE], "workers left behind"
     for name in ("results.json", "results.csv"):
         assert stat.S_IMODE((out / name).stat().st_mode) & 0o044 == 0o044, name  # group/other can read
