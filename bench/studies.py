@@ -227,7 +227,8 @@ def pal_gains(workers: int, seeds: list[int], out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.studies", description=__doc__.split("\n\n")[0])
-    ap.add_argument("study", choices=["locality", "robustness", "pal_gains", "eaco_sets", "eaco_breakdown"])
+    ap.add_argument("study", choices=["locality", "robustness", "pal_gains", "eaco_sets", "eaco_breakdown",
+                                      "eaco_sensitivity"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--draws", type=int, default=30)
@@ -242,6 +243,8 @@ def main(argv: list[str] | None = None) -> None:
         eaco_breakdown(out, a.seeds[0])
     elif a.study == "eaco_sets":
         eaco_sets(a.workers, out)
+    elif a.study == "eaco_sensitivity":
+        eaco_sensitivity(a.workers, out, a.seeds[0])
     else:
         pal_gains(a.workers, a.seeds, out)
 
@@ -359,6 +362,78 @@ def eaco_breakdown(out: Path, seed: int = 0) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", doc)
     return doc
+
+
+
+
+EACO_NODES = (20, 28, 40)
+"""Cluster sizes of the sensitivity study: eaco_cluster's trace (average demand 116 GPUs) on 160, 224
+and 320 GPUs, i.e. offered load ~0.73, ~0.52, ~0.36 (choice: the trace is fixed, the cluster varies)."""
+EACO_IDLE = (None, 0.0, 60.0, 200.0)
+"""Idle-node power: None = no low-power state (node baseline 466 W); else the sleeping node's draw (W)."""
+
+
+def eaco_sensitivity(workers: int, out: Path, seed: int = 0) -> dict[str, Any]:
+    """EaCO's energy saving and runtime change vs FIFO over offered load (cluster size) and idle-node
+    power, with the paper's point (39 % saving, +3.23 % runtime) on the plot."""
+    from rich.table import Table
+
+    base = load_scenario("eaco_cluster")
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for nodes in EACO_NODES:
+        for idle in EACO_IDLE:
+            power = dc.replace(base.model.power, low_power_idle=idle is not None,
+                               sleep_w=base.model.power.sleep_w if idle is None else idle)
+            group = dc.replace(base.cluster.nodes[0], count=nodes)
+            scn = dc.replace(base, cluster=dc.replace(base.cluster, nodes=[group]),
+                             model=dc.replace(base.model, power=power))
+            res = run_tasks(scn, [Task(p, seed, 0) for p in ("fifo", "eaco")], workers=workers, keep_series=False)
+            fifo, eaco = (r.metrics for r in res)
+            rows.append({"nodes": nodes, "load": 116.0 / (8 * nodes), "idle_w": idle,
+                         "energy_saving": 1 - eaco["energy_kwh"] / fifo["energy_kwh"],
+                         "runtime_change": eaco["avg_run_s"] / fifo["avg_run_s"] - 1,
+                         "jct_change": eaco["avg_jct_s"] / fifo["avg_jct_s"] - 1})
+    wall = time.perf_counter() - t0
+    t = Table(title=f"eaco_cluster sensitivity, seed {seed}: eaco vs fifo")
+    for c in ("nodes", "offered load", "idle node", "energy saving", "runtime change", "avg JCT change"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        idle_txt = "no sleep" if r["idle_w"] is None else f"{r['idle_w']:.0f} W"
+        t.add_row(str(r["nodes"]), f"{r['load']:.2f}", idle_txt, f"{r['energy_saving']:+.1%}",
+                  f"{r['runtime_change']:+.1%}", f"{r['jct_change']:+.1%}")
+    wide_console().print(t)
+    out.mkdir(parents=True, exist_ok=True)
+    _plot_eaco_sensitivity(rows, out / "eaco_sensitivity.png")
+    doc = {"study": "eaco_sensitivity", "seed": seed, "rows": rows, "wall_s": round(wall, 2)}
+    write_json_atomic(out / "results.json", doc)
+    print(f"wrote {out}/results.json, eaco_sensitivity.png ({wall:.1f} s wall)")
+    return doc
+
+
+def _plot_eaco_sensitivity(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for idle in EACO_IDLE:
+        mine = [r for r in rows if r["idle_w"] == idle]
+        lab = "no low-power state" if idle is None else f"idle node {idle:.0f} W"
+        axes[0].plot([r["load"] for r in mine], [r["energy_saving"] for r in mine], marker="o", label=lab)
+        axes[1].plot([r["runtime_change"] for r in mine], [r["energy_saving"] for r in mine], marker="o", label=lab)
+    axes[0].axhline(0.39, color="k", ls="--", lw=0.8, label="paper: up to 39 %")
+    axes[0].set_xlabel("offered load (trace demand / cluster GPUs)")
+    axes[0].set_ylabel("energy saving vs FIFO")
+    axes[1].scatter([0.0323], [0.39], color="k", marker="*", s=120, label="paper (39 %, +3.23 %)")
+    axes[1].set_xlabel("average runtime change vs FIFO")
+    axes[1].set_ylabel("energy saving vs FIFO")
+    for ax in axes:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
