@@ -62,14 +62,19 @@ class PaperClaim:
         try:
             mine = _per_workload(block[self.policy], self.workloads)
             if self.kind == "value":
-                vals = np.array([m[self.metric] for m in mine], dtype=float)
-                return _combine(vals, self.aggregate)
+                return claim_from_ratios("value", self.aggregate, [m[self.metric] for m in mine])
             base = _per_workload(block[self.baseline], self.workloads)
-            ratios = np.array([m[self.metric] / b[self.metric] for m, b in zip(mine, base, strict=True)], dtype=float)
+            ratios = [m[self.metric] / b[self.metric] for m, b in zip(mine, base, strict=True)]
         except (KeyError, ValueError, ZeroDivisionError):
             return None
-        r = _combine(ratios, self.aggregate)
-        return 1.0 - r if self.kind == "improvement" else r - 1.0
+        return claim_from_ratios(self.kind, self.aggregate, ratios)
+
+
+def claim_from_ratios(kind: str, aggregate: str, ratios: list[float]) -> float:
+    """A claim's value from its per-workload ratios (``value``: per-workload values): combined by
+    ``aggregate``, then 1 - r (improvement), r - 1 (change) or r (value)."""
+    r = _combine(np.asarray(ratios, dtype=float), aggregate)
+    return 1.0 - r if kind == "improvement" else r if kind == "value" else r - 1.0
 
 
 def _per_workload(entry: Mapping[str, Any], names: list[str]) -> list[Mapping[str, float]]:

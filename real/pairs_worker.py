@@ -29,13 +29,12 @@ import json
 import os
 import random
 import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from real.worker import JsonSpec
+from real.worker import JsonSpec, exit_now, spec_entry
 
 EXIT_GONE = 4  # parent gone or max_wall_s passed
 
@@ -196,15 +195,8 @@ def run(spec: PairSpec) -> int:
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda s, f: setattr(_Stop, "flag", True))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m real.pairs_worker SPEC.json", file=sys.stderr)
-        return 2
-    return run(PairSpec.read(Path(args[0])))
+    return spec_entry(argv, "real.pairs_worker", PairSpec, run)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(main())

@@ -20,6 +20,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,6 +42,22 @@ class JsonSpec:
     @classmethod
     def read(cls: type[S], path: Path) -> S:
         return cls(**json.loads(Path(path).read_text()))
+
+
+def spec_entry(argv: list[str] | None, module: str, spec_cls: type[S], run: Callable[[S], int]) -> int:
+    """``python -m MODULE SPEC.json``: read the spec and run it (2 and a usage line on bad arguments)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(f"usage: python -m {module} SPEC.json", file=sys.stderr)
+        return 2
+    return run(spec_cls.read(Path(args[0])))
+
+
+def exit_now(code: int) -> None:
+    """Flush and leave without interpreter teardown (torch's takes ~0.5 s): the exit is the signal."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @dataclass
@@ -180,15 +197,8 @@ def run(spec: WorkerSpec) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     _install_handlers()
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m real.worker SPEC.json", file=sys.stderr)
-        return 2
-    return run(WorkerSpec.read(Path(args[0])))
+    return spec_entry(argv, "real.worker", WorkerSpec, run)
 
 
 if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # skip interpreter teardown (torch's takes ~0.5 s): the exit is the completion signal
+    exit_now(main())

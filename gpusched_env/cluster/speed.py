@@ -102,11 +102,7 @@ class DataParallelSpeed:
             slow = self._slow
             worst = max(slow[g][c] for g in gpus)
         else:
-            worst = 0.0
-            for g in gpus:
-                sd = self.device.share(self.topology.gpu_type_of(g), self.tenants(g)).tenants[
-                    resident[g].index(job.job_id)].slowdown
-                worst = max(worst, float(self.factors[g, c] * self.straggle[g] * sd / self.speed[g]))
+            worst = max(self.slowness(job, g) for g in gpus)
         return base * worst * mult + comm_s
 
     def slowness(self, job: Job, g: int) -> float:

@@ -11,6 +11,7 @@ import numpy as np
 import yaml
 
 from gpusched_env.config_util import CONF_DIR
+from gpusched_env.paper import claim_from_ratios
 from gpusched_env.pipeline import bench
 from gpusched_env.pipeline.config import PipelineScenario
 from gpusched_env.pipeline.coupling import iteration_time_ms
@@ -34,10 +35,7 @@ def per_case(scn: PipelineScenario, seeds: list[int]) -> dict[str, dict[str, dic
     return out
 
 
-def claim_value(kind: str, aggregate: str, ratios: list[float]) -> float:
-    """PaperClaim arithmetic: geomean / mean of per-workload ratios, then 1 - r or r - 1."""
-    r = float(np.exp(np.mean(np.log(ratios)))) if aggregate == "geomean" else float(np.mean(ratios))
-    return 1.0 - r if kind == "improvement" else r - 1.0
+claim_value = claim_from_ratios  # PaperClaim's own arithmetic (gpusched_env.paper)
 
 
 def paper_rows(scn: PipelineScenario, cases: dict[str, dict[str, dict[str, float]]]) -> list[str]:
