@@ -6,10 +6,9 @@
     python -m bench.studies eaco_sets  [--workers 2] [--out DIR]               # eaco_node per set of 2, 3, 4 models
     python -m bench.studies eaco_breakdown [--seeds 0] [--out DIR]             # eaco_cluster energy by component
 
-``locality`` runs ``pal_locality`` once per locality penalty of the artifact's sweep
-(``run_sia_sim_losweep.sh``: 1.0 … 3.0), setting the simulator's penalty and PAL's L×V ``lf``
-together as the artifact's one ``--locality-penalty`` flag does, and reports one workload per lf
-(``lf-1.0`` …) in the bench's table format, with each policy's gain over ``packed_sticky``.
+``locality`` runs the ``pal_locality`` scenario (one workload per locality penalty of the artifact's
+sweep, ``lf-1.0`` … ``lf-3.0``: ``gpusched-bench scenario=pal_locality`` runs the same) and adds
+every policy's gain over ``packed_sticky`` per lf.
 
 ``robustness`` repeats A1 (``pal_philly``, 8 workloads) with ``variability.mode=per_run``: seed s
 draws a fresh per-GPU matrix (and background stream). It reports the distribution of PAL's and
@@ -31,28 +30,11 @@ from typing import Any
 import numpy as np
 
 from bench.report import print_report, results_document, wide_console, write_json_atomic
-from bench.runner import Task, TaskResult, aggregate, run_tasks
+from bench.runner import Task, aggregate, paper_values, run_tasks
 from gpusched_env.scenario import Scenario, load_scenario, sim_seed
-
-LF_SWEEP = (1.0, 1.5, 2.0, 2.5, 3.0)
-"""run_sia_sim_losweep.sh: locality_penalty=(1.0 1.5 2.0 2.5 3.0)."""
-
-LOCALITY_CLAIMS: tuple[tuple[str, str, float, float], ...] = (
-    # (policy, workload, published gain over Packed-Sticky, lf) — artifact Readme.md, A2
-    ("pm_first", "lf-1.0", 0.30, 1.0),
-    ("pm_first", "lf-3.0", 0.09, 3.0),
-    ("pal", "lf-1.0", 0.30, 1.0),
-    ("pal", "lf-3.0", 0.20, 3.0),
-)
 
 PAL_A1_RANGE = {"pal": (0.21, 0.59), "pm_first": (0.05, 0.59)}
 """Artifact README, A1: per-workload min / max improvement vs its plot's 'Packed-Sticky' (= code's non-sticky)."""
-
-
-def with_lf(scn: Scenario, lf: float) -> Scenario:
-    """The scenario with the simulator's locality penalty set to ``lf`` (PAL's L×V order plans with
-    the same penalty: :func:`bench.runner.make_policy` passes it)."""
-    return dc.replace(scn, model=dc.replace(scn.model, locality=dc.replace(scn.model.locality, lf=lf)))
 
 
 def gains(block: dict[str, Any], baseline: str) -> dict[str, list[float]]:
@@ -81,31 +63,24 @@ def _print_gain_table(title: str, names: list[str], g: dict[str, list[float]], e
 
 
 def locality(workers: int, seeds: list[int], out: Path) -> dict[str, Any]:
+    """``pal_locality`` (one workload per lf, the paper-vs-sim rows per lf) plus every policy's gain
+    over ``packed_sticky`` per lf; the same runs as ``gpusched-bench scenario=pal_locality``."""
     scn = load_scenario("pal_locality")
     policies = ["packed_sticky", "packed_nonsticky", "pm_first", "pal"]
     t0, cpu0 = time.perf_counter(), time.process_time()
-    results: list[TaskResult] = []
-    for i, lf in enumerate(LF_SWEEP):
-        s = with_lf(scn, lf)
-        for r in run_tasks(s, [Task(p, sd, 0) for p in policies for sd in seeds], workers=workers, keep_series=False):
-            results.append(dc.replace(r, task=dc.replace(r.task, workload=i)))
+    n_wl = len(scn.workload_names)
+    results = run_tasks(scn, [Task(p, sd, w) for p in policies for sd in seeds for w in range(n_wl)],
+                        workers=workers, keep_series=False)
     wall = time.perf_counter() - t0
-    names = [f"lf-{lf:.1f}" for lf in LF_SWEEP]
-    sweep = dc.replace(scn, workload=dc.replace(scn.workload, paths=[scn.workload.paths[0]] * len(names), names=names))
-    block = aggregate(sweep, results, seeds)
+    block = aggregate(scn, results, seeds)
     g = gains(block, "packed_sticky")
-    paper = []
-    for pol, wl, val, _lf in LOCALITY_CLAIMS:
-        paper.append({"claim": f"{pol} avg JCT improvement vs Packed-Sticky at {wl} (A2, workload-6)", "value": val,
-                      "sim_value": g[pol][names.index(wl)], "metric": "avg_jct_s", "policy": pol,
-                      "baseline": "packed_sticky", "source": "PAL artifact Readme.md, A2"})
-    doc = results_document("pal_locality", seeds, block, paper)
+    doc = results_document(scn.name, seeds, block, paper_values(scn, block))
     doc["wall_s"] = round(wall, 2)
-    doc["gain_vs_packed_sticky"] = {p: dict(zip(names, v, strict=True)) for p, v in g.items()}
+    doc["gain_vs_packed_sticky"] = {p: dict(zip(scn.workload_names, v, strict=True)) for p, v in g.items()}
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", doc)
     print_report(doc, wide_console(), ["avg_jct_s", "makespan_s", "utilization"])
-    _print_gain_table("avg JCT gain over packed_sticky per lf", names, g)
+    _print_gain_table("avg JCT gain over packed_sticky per lf", scn.workload_names, g)
     print(f"wrote {out}/results.json ({wall:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU in this process)")
     return doc
 

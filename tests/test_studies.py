@@ -7,23 +7,31 @@ import pytest
 
 from baselines.pal import PALPlacement, _FactorSource
 from baselines.placement import PMFirstPlacement
-from bench.studies import LF_SWEEP, gains, geomean_gain, with_lf
+from bench.studies import gains, geomean_gain
 from gpusched_env.placement import PlacementContext
 from gpusched_env.scenario import load_scenario
 from tests.baselines.bl_helpers import job, make_state, make_view
 
 
-def test_with_lf_sets_simulator_and_pal_together() -> None:
-    scn = load_scenario("pal_locality")
-    assert scn.workload_names == ["workload-6"]
-    assert scn.model.variability.mode == "pal_artifact"
-    from bench.runner import make_policy
+def test_pal_locality_is_the_sweep_one_workload_per_lf() -> None:
+    from bench.runner import cached_workloads, make_policy
 
-    s = with_lf(scn, 2.5)
-    pal = make_policy("pal", s, 0)
-    assert s.model.locality.lf == 2.5 and pal.placement.source.lf == 2.5  # one penalty for model and plan
-    assert scn.model.locality.lf == 1.7 and make_policy("pal", scn, 0).placement.source.lf == 1.7
-    assert LF_SWEEP == (1.0, 1.5, 2.0, 2.5, 3.0)
+    scn = load_scenario("pal_locality")
+    assert scn.workload_names == ["lf-1.0", "lf-1.5", "lf-2.0", "lf-2.5", "lf-3.0"]
+    assert scn.model.variability.mode == "pal_artifact"
+    lfs = [1.0, 1.5, 2.0, 2.5, 3.0]
+    assert [scn.model_for(i).locality.lf for i in range(5)] == lfs
+    # PAL plans with the penalty its workload's model charges (the artifact's one flag)
+    assert [make_policy("pal", scn, 0, workload=i).placement.source.lf for i in range(5)] == lfs
+    # every lf runs the same jobs, background included
+    wls = cached_workloads(scn, 0, scn.cluster.topology())
+    assert all(jobs is wls[0][1] for _, jobs in wls) and len(wls[0][1]) > 160
+    # the paper rows: both policies at every lf; published only at the ends of the sweep
+    rows = {(c.policy, c.workloads[0]): c.value for c in scn.paper}
+    assert len(rows) == 10 and all(c.baseline == "packed_sticky" for c in scn.paper)
+    assert rows[("pm_first", "lf-1.0")] == rows[("pal", "lf-1.0")] == 0.30
+    assert rows[("pm_first", "lf-3.0")] == 0.09 and rows[("pal", "lf-3.0")] == 0.20
+    assert rows[("pal", "lf-2.0")] is None
 
 
 def test_gain_helpers() -> None:

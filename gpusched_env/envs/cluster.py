@@ -207,7 +207,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.workload_index, self.run_seed = wl, run_seed
         self._seen_done = 0  # completions of sim.completed already rewarded
         self.sim = Simulator(
-            self.topo, jobs, self.scn.model, seed=sim_seed(run_seed), max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
+            self.topo, jobs, self.scn.model_for(wl), seed=sim_seed(run_seed), max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
         )
         self._jobs.clear()
         self._jobs.fill(jobs, self.topo, whole_run=True)
