@@ -1,6 +1,8 @@
 """Studies around the PAL reproductions that one ``gpusched-bench`` run cannot express yet.
 
     python -m bench.studies locality   [--workers 2] [--seeds 0] [--out DIR]   # PAL A2: lf sweep on workload-6
+    python -m bench.studies locality_anatomy [--seeds 0] [--out DIR]           # A2: which jobs span nodes, queueing, slow GPUs
+    python -m bench.studies locality_draws [--workers 2] [--draws 10] [--out DIR]  # A2 over many variability draws
     python -m bench.studies robustness [--workers 2] [--draws 30] [--out DIR]   # A1 over many variability draws
     python -m bench.studies pal_gains  [--workers 2] [--seeds 0] [--out DIR]   # A1 per-workload gains vs published
     python -m bench.studies eaco_sets  [--workers 2] [--out DIR]               # eaco_node per set of 2, 3, 4 models
@@ -82,6 +84,107 @@ def locality(workers: int, seeds: list[int], out: Path) -> dict[str, Any]:
     print_report(doc, wide_console(), ["avg_jct_s", "makespan_s", "utilization"])
     _print_gain_table("avg JCT gain over packed_sticky per lf", scn.workload_names, g)
     print(f"wrote {out}/results.json ({wall:.1f} s wall, {time.process_time() - cpu0:.1f} s CPU in this process)")
+    return doc
+
+
+def locality_anatomy(out: Path, seed: int = 0) -> dict[str, Any]:
+    """Where A2's JCT goes, per lf and policy (artifact draw, one seed): tracked jobs by size (1 GPU,
+    4 GPUs = one node, > 4 GPUs = more than a node), how many of them ever ran across nodes, their
+    summed queueing and JCT, and the largest jobs' (>= 32 GPUs) worst class factor over the GPUs
+    they ran on (from the policy's own Start / Migrate decisions)."""
+    from collections import defaultdict
+
+    from rich.table import Table
+
+    from bench.runner import make_policy, simulate
+    from gpusched_env.types import Migrate, Start
+
+    scn = load_scenario("pal_locality")
+    topo = scn.cluster.topology()
+    rows: list[dict[str, Any]] = []
+    for w, name in enumerate(scn.workload_names):
+        for pol_name in ("packed_sticky", "pm_first", "pal"):
+            pol = make_policy(pol_name, scn, seed, workload=w)
+            placed: dict[int, list[tuple[int, ...]]] = defaultdict(list)
+            factors: list[np.ndarray] = []
+            orig = pol.decide
+
+            def decide(view, orig=orig, placed=placed, factors=factors):  # type: ignore[no-untyped-def]
+                if not factors:
+                    factors.append(np.array(view.slowdown))
+                out_ = orig(view)
+                for d in out_:
+                    if isinstance(d, (Start, Migrate)):
+                        placed[d.job_id].append(tuple(d.gpus))
+                return out_
+
+            pol.decide = decide  # type: ignore[method-assign]
+            _, res = simulate(scn, pol, seed, w)
+            f = factors[0]
+            row: dict[str, Any] = {"lf": name, "policy": pol_name}
+            for label, keep in (("1", lambda n: n == 1), ("4", lambda n: n == 4), (">4", lambda n: n > 4)):
+                recs = [r for r in res.tracked if keep(r.job.num_gpus)]
+                row[f"n_{label}"] = len(recs)
+                row[f"spans_{label}"] = sum(any(len({int(topo.gpu_node[g]) for g in gs}) > 1 for gs in placed[r.job.job_id])
+                                            for r in recs)
+                row[f"queue_h_{label}"] = sum(r.queue_s for r in recs) / 3600
+                row[f"jct_h_{label}"] = sum(r.jct_s for r in recs) / 3600
+            row["largest_worst_factor"] = [round(float(max(f[list(gs), r.job.class_index].max() for gs in placed[r.job.job_id])), 2)
+                                           for r in sorted(res.tracked, key=lambda r: r.job.job_id) if r.job.num_gpus >= 32]
+            row["avg_jct_s"] = float(np.mean([r.jct_s for r in res.tracked]))
+            rows.append(row)
+    t = Table(title=f"pal_locality anatomy, seed {seed}: tracked jobs by size (spans = ran across nodes at least once)")
+    cols = ["lf", "policy", "avg JCT h", "1 GPU: n / spans", "4 GPUs: n / spans", "> 4 GPUs: n / spans",
+            "queue share of JCT", "jobs >= 32 GPUs: worst factor"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("lf", "policy") else "right")
+    for r in rows:
+        q = sum(r[f"queue_h_{k}"] for k in ("1", "4", ">4")) / sum(r[f"jct_h_{k}"] for k in ("1", "4", ">4"))
+        t.add_row(r["lf"], r["policy"], f"{r['avg_jct_s'] / 3600:.1f}", *(f"{r[f'n_{k}']} / {r[f'spans_{k}']}" for k in ("1", "4", ">4")),
+                  f"{q:.0%}", ", ".join(f"{x:.2f}" for x in r["largest_worst_factor"]))
+    wide_console().print(t)
+    doc = {"study": "locality_anatomy", "seed": seed, "rows": rows}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "results.json", doc)
+    return doc
+
+
+def locality_draws(workers: int, draws: int, out: Path) -> dict[str, Any]:
+    """``pal_locality`` over ``draws`` variability draws (``variability.mode=per_run``: seed s draws a
+    fresh matrix): the distribution of PM-First's and PAL's gain over ``packed_sticky`` per lf, and in
+    how many draws the gain falls from lf 1.0 to lf 3.0 (the published trend)."""
+    from rich.table import Table
+
+    base = load_scenario("pal_locality")
+    scn = dc.replace(base, model=dc.replace(base.model, variability=dc.replace(base.model.variability, mode="per_run")))
+    policies = ["packed_sticky", "pm_first", "pal"]
+    seeds = list(range(draws))
+    names = scn.workload_names
+    t0 = time.perf_counter()
+    res = run_tasks(scn, [Task(p, s, w) for p in policies for s in seeds for w in range(len(names))],
+                    workers=workers, keep_series=False)
+    wall = time.perf_counter() - t0
+    jct = {(r.task.policy, r.task.seed, r.task.workload): r.metrics["avg_jct_s"] for r in res}
+    gain = {(p, w): np.array([1 - jct[(p, s, w)] / jct[("packed_sticky", s, w)] for s in seeds])
+            for p in ("pm_first", "pal") for w in range(len(names))}
+    t = Table(title=f"pal_locality over {draws} variability draws: avg-JCT gain over packed_sticky: median [10th, 90th percentile]")
+    t.add_column("lf")
+    for p in ("pm_first", "pal"):
+        t.add_column(p, justify="right")
+    t.add_column("pal - pm_first (max |.|)", justify="right")
+    for w, n in enumerate(names):
+        t.add_row(n, *(f"{np.median(gain[(p, w)]):+.1%} [{np.quantile(gain[(p, w)], 0.1):+.1%}, "
+                       f"{np.quantile(gain[(p, w)], 0.9):+.1%}]" for p in ("pm_first", "pal")),
+                  f"{np.abs(gain[('pal', w)] - gain[('pm_first', w)]).max():.1%}")
+    wide_console().print(t)
+    last = len(names) - 1
+    falls = {p: int((gain[(p, last)] < gain[(p, 0)]).sum()) for p in ("pm_first", "pal")}
+    print(f"gain lower at {names[last]} than at {names[0]}: pm_first in {falls['pm_first']} of {draws} draws, "
+          f"pal in {falls['pal']} of {draws}; {len(res)} runs, {wall:.1f} s wall on {workers} worker(s)")
+    doc = {"study": "locality_draws", "draws": draws, "wall_s": round(wall, 2), "falls": falls,
+           "gain": {f"{p}/{names[w]}": gain[(p, w)].tolist() for (p, w) in gain}}
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "results.json", doc)
     return doc
 
 
@@ -202,8 +305,8 @@ def pal_gains(workers: int, seeds: list[int], out: Path) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.studies", description=__doc__.split("\n\n")[0])
-    ap.add_argument("study", choices=["locality", "robustness", "pal_gains", "eaco_sets", "eaco_breakdown",
-                                      "eaco_sensitivity"])
+    ap.add_argument("study", choices=["locality", "locality_anatomy", "locality_draws", "robustness", "pal_gains",
+                                      "eaco_sets", "eaco_breakdown", "eaco_sensitivity"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--draws", type=int, default=30)
@@ -212,6 +315,10 @@ def main(argv: list[str] | None = None) -> None:
     out = a.out or Path("results") / f"study_{a.study}"
     if a.study == "locality":
         locality(a.workers, a.seeds, out)
+    elif a.study == "locality_anatomy":
+        locality_anatomy(out, a.seeds[0])
+    elif a.study == "locality_draws":
+        locality_draws(a.workers, a.draws, out)
     elif a.study == "robustness":
         robustness(a.workers, a.draws, out)
     elif a.study == "eaco_breakdown":
