@@ -332,49 +332,62 @@ def main(argv: list[str] | None = None) -> None:
 
 
 
-EACO_MODELS = ("alexnet", "resnet18", "resnet50_imagenet", "vgg16")
-"""EaCO's four ImageNet models, in eaco_node's job order (CALIBRATION.md exclusive-run table)."""
+def eaco_sets(workers: int, out: Path, sizes: tuple[int, ...] = (2, 3, 4),
+              gpus_per_job: tuple[int, ...] = (8, 4)) -> dict[str, Any]:
+    """``eaco_node`` for every set of 2, 3 and 4 of EaCO's four models: the set's jobs in the scenario's
+    order and arrival spacing (the k-th job of a set arrives k gaps after the first), energy, average
+    power and average JCT per set and policy, and the saving vs exclusive ``fifo``.
 
-
-def eaco_sets(workers: int, out: Path, sizes: tuple[int, ...] = (2, 3, 4)) -> dict[str, Any]:
-    """``eaco_node`` for every set of 2, 3 and 4 of EaCO's four models (jobs of the set arrive at t=0):
-    energy, average power and average JCT per set and policy, and the saving vs exclusive ``fifo``."""
+    ``gpus_per_job``: 8 = the scenario's whole-node jobs (the paper's runs); 4 = a half-node variant
+    (choice: each job on 4 GPUs with twice the iterations - data parallel with the same per-GPU batch
+    needs twice the steps for the same epochs - so exclusive ``fifo`` runs two jobs side by side, and
+    co-location has a choice of GPUs: there ``gandiva`` (least loaded) and ``fifo_packed`` (most
+    utilised) part ways)."""
     from itertools import combinations
 
     from rich.table import Table
 
     base = load_scenario("eaco_node")
-    jobs = {j["model"]: j for j in base.workload.jobs}
+    jobs = list(base.workload.jobs)
+    gap = float(jobs[1]["arrival_s"]) - float(jobs[0]["arrival_s"]) if len(jobs) > 1 else 0.0
     policies = list(base.default_policies)
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for k in sizes:
-        for combo in combinations(EACO_MODELS, k):
-            scn = dc.replace(base, workload=dc.replace(base.workload, jobs=[jobs[m] for m in combo]))
-            res = run_tasks(scn, [Task(p, 0, 0) for p in policies], workers=workers, keep_series=False)
-            ref = res[0].metrics
-            for r in res:
-                m = r.metrics
-                rows.append({"set": "+".join(combo), "k": k, "policy": r.task.policy,
-                             "energy_kwh": m["energy_kwh"], "avg_power_w": m["energy_kwh"] * 3.6e6 / m["makespan_s"],
-                             "avg_jct_h": m["avg_jct_s"] / 3600, "makespan_h": m["makespan_s"] / 3600,
-                             "energy_saving": 1 - m["energy_kwh"] / ref["energy_kwh"],
-                             "avg_run_change": m["avg_run_s"] / ref["avg_run_s"] - 1})
+    for g in gpus_per_job:
+        for k in sizes:
+            for combo in combinations(range(len(jobs)), k):  # the scenario's order (heaviest first)
+                set_jobs = [dict(jobs[i], job_id=n, arrival_s=n * gap, num_gpus=g,
+                                 work_iters=float(jobs[i]["work_iters"]) * int(jobs[i]["num_gpus"]) / g)
+                            for n, i in enumerate(combo)]
+                scn = dc.replace(base, workload=dc.replace(base.workload, jobs=set_jobs))
+                res = run_tasks(scn, [Task(p, 0, 0) for p in policies], workers=workers, keep_series=False)
+                ref = res[0].metrics
+                for r in res:
+                    m = r.metrics
+                    rows.append({"set": "+".join(str(jobs[i]["model"]) for i in combo), "k": k, "gpus_per_job": g,
+                                 "policy": r.task.policy, "energy_kwh": m["energy_kwh"],
+                                 "avg_power_w": m["energy_kwh"] * 3.6e6 / m["makespan_s"],
+                                 "avg_jct_h": m["avg_jct_s"] / 3600, "makespan_h": m["makespan_s"] / 3600,
+                                 "energy_saving": 1 - m["energy_kwh"] / ref["energy_kwh"],
+                                 "avg_run_change": m["avg_run_s"] / ref["avg_run_s"] - 1})
     wall = time.perf_counter() - t0
-    t = Table(title="eaco_node: every set of 2, 3, 4 models on one 8 x V100 node (vs exclusive fifo)")
-    for c in ("set", "policy", "energy kWh", "avg power W", "avg JCT h", "makespan h", "energy saving", "runtime change"):
-        t.add_column(c, justify="left" if c in ("set", "policy") else "right")
-    for row in rows:
-        t.add_row(row["set"], row["policy"], f"{row['energy_kwh']:.1f}", f"{row['avg_power_w']:.0f}",
-                  f"{row['avg_jct_h']:.2f}", f"{row['makespan_h']:.2f}", f"{row['energy_saving']:+.1%}",
-                  f"{row['avg_run_change']:+.1%}")
-    wide_console().print(t)
-    doc = {"study": "eaco_sets", "policies": policies, "rows": rows, "wall_s": round(wall, 2)}
+    for g in gpus_per_job:
+        t = Table(title=f"eaco_node sets on one 8 x V100 node, {g} GPUs per job, arrivals {gap / 3600:g} h apart "
+                        "(saving and runtime change vs exclusive fifo)")
+        for c in ("set", "policy", "energy kWh", "avg power W", "avg JCT h", "makespan h", "energy saving",
+                  "runtime change"):
+            t.add_column(c, justify="left" if c in ("set", "policy") else "right")
+        for row in rows:
+            if row["gpus_per_job"] == g:
+                t.add_row(row["set"], row["policy"], f"{row['energy_kwh']:.1f}", f"{row['avg_power_w']:.0f}",
+                          f"{row['avg_jct_h']:.2f}", f"{row['makespan_h']:.2f}", f"{row['energy_saving']:+.1%}",
+                          f"{row['avg_run_change']:+.1%}")
+        wide_console().print(t)
+    doc = {"study": "eaco_sets", "policies": policies, "arrival_gap_s": gap, "rows": rows, "wall_s": round(wall, 2)}
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "results.json", doc)
     print(f"wrote {out}/results.json ({wall:.1f} s wall)")
     return doc
-
 
 
 def eaco_breakdown(out: Path, seed: int = 0) -> dict[str, Any]:

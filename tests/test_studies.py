@@ -59,15 +59,25 @@ def test_pal_keeps_a_4gpu_job_on_one_node_where_pm_first_spans() -> None:
     assert pal11 == (0, 1, 4, 5)
 
 
-def test_eaco_sets_separate_by_set_size(tmp_path) -> None:
+def test_eaco_sets_separate_by_set_size_and_policy(tmp_path) -> None:
     from bench.studies import eaco_sets
 
-    doc = eaco_sets(1, tmp_path, sizes=(2, 4))
-    rows = {(r["set"], r["policy"]): r for r in doc["rows"]}
-    pair = rows[("alexnet+resnet18", "eaco")]
-    four = rows[("alexnet+resnet18+resnet50_imagenet+vgg16", "eaco")]
-    assert pair["avg_run_change"] == pytest.approx(0.03, abs=0.002)  # EaCO's 3 % for 2 jobs (input)
-    assert four["avg_run_change"] == pytest.approx(0.19, abs=0.005)  # 19 % for 4 (input)
-    assert four["energy_saving"] == pytest.approx(0.392, abs=0.005)
-    assert 0.40 < pair["energy_saving"] < 0.42
-    assert rows[("alexnet+resnet18", "fifo")]["energy_saving"] == 0.0
+    doc = eaco_sets(1, tmp_path, sizes=(2, 4), gpus_per_job=(8, 4))
+    assert doc["arrival_gap_s"] == 3600.0
+    rows = {(r["set"], r["gpus_per_job"], r["policy"]): r for r in doc["rows"]}
+    four = "vgg16+resnet50_imagenet+resnet18+alexnet"
+    pair = "resnet18+alexnet"
+    # whole-node pairs: every co-locating policy co-locates at once (EaCO's 3 % for 2 jobs, an input)
+    assert rows[(pair, 8, "eaco")]["avg_run_change"] == pytest.approx(0.03, abs=0.002)
+    assert rows[(pair, 8, "eaco")]["energy_saving"] == rows[(pair, 8, "fifo_packed")]["energy_saving"]
+    assert 0.39 < rows[(pair, 8, "eaco")]["energy_saving"] < 0.41
+    # all four: fifo_packed co-locates 4 (19 % slowdown, an input, over most of the run); eaco stops at 2
+    assert rows[(four, 8, "fifo_packed")]["avg_run_change"] == pytest.approx(0.19, abs=0.01)
+    assert rows[(four, 8, "fifo_packed")]["energy_saving"] == pytest.approx(0.388, abs=0.005)
+    assert rows[(four, 8, "eaco")]["energy_saving"] == pytest.approx(0.306, abs=0.005)
+    assert rows[(four, 8, "gandiva")]["energy_kwh"] == rows[(four, 8, "fifo_packed")]["energy_kwh"]
+    # half-node pair: fifo_packed / gandiva run side by side like fifo; eaco shares the busy half (3 % slower)
+    assert rows[(pair, 4, "fifo_packed")]["energy_kwh"] == rows[(pair, 4, "fifo")]["energy_kwh"]
+    assert rows[(pair, 4, "eaco")]["avg_run_change"] == pytest.approx(0.03, abs=0.002)
+    assert rows[(four, 4, "gandiva")]["energy_kwh"] < rows[(four, 4, "fifo_packed")]["energy_kwh"]
+    assert rows[(pair, 8, "fifo")]["energy_saving"] == 0.0
