@@ -167,7 +167,7 @@ def locality_draws(workers: int, draws: int, out: Path) -> dict[str, Any]:
     jct = {(r.task.policy, r.task.seed, r.task.workload): r.metrics["avg_jct_s"] for r in res}
     gain = {(p, w): np.array([1 - jct[(p, s, w)] / jct[("packed_sticky", s, w)] for s in seeds])
             for p in ("pm_first", "pal") for w in range(len(names))}
-    t = Table(title=f"pal_locality over {draws} variability draws: avg-JCT gain over packed_sticky: median [10th, 90th percentile]")
+    t = Table(title=f"pal_locality, {draws} variability draws: gain over packed_sticky, median [10th, 90th pct]")
     t.add_column("lf")
     for p in ("pm_first", "pal"):
         t.add_column(p, justify="right")
