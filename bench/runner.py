@@ -51,7 +51,7 @@ def make_policy(
             raise ConfigError("policies: policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")
         from agents.adapter import load_agent_policy
 
-        return load_agent_policy(agent_path, scn, **params)
+        return load_agent_policy(agent_path, scn, workload=workload, **params)
     from baselines import get_policy, policy_params
 
     accepted = policy_params(name)

@@ -88,3 +88,16 @@ def test_pal_philly_lf_override_equals_the_pal_locality_workload(tmp_path, capsy
     assert out["philly"]["metrics"]["avg_jct_s"] == out["locality"]["metrics"]["avg_jct_s"]
     assert out["locality"] == out["locality2"]
     assert out["locality"]["per_workload"][0]["workload"] == "lf-2.5"
+
+
+def test_cluster_env_plans_pal_with_each_workloads_lf() -> None:
+    import gymnasium as gym
+
+    env = gym.make("gpusched/Cluster-v0", scenario="pal_locality", workloads=[0, 4], options=["pal", "packed"])
+    u = env.unwrapped
+    lfs = {}
+    for wl in (4, 0, 4):
+        env.reset(seed=0, options={"workload": wl, "run_seed": 0})
+        lfs[wl] = u.option_set._placements[0].source.lf
+        assert u.sim.model.locality.lf == lfs[wl]  # the simulator charges what PAL plans with
+    assert lfs == {0: 1.0, 4: 3.0}
