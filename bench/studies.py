@@ -87,7 +87,7 @@ def locality(workers: int, seeds: list[int], out: Path) -> dict[str, Any]:
     return doc
 
 
-def locality_anatomy(out: Path, seed: int = 0) -> dict[str, Any]:
+def locality_anatomy(out: Path, seed: int = 0, workloads: list[int] | None = None) -> dict[str, Any]:
     """Where A2's JCT goes, per lf and policy (artifact draw, one seed): tracked jobs by size (1 GPU,
     4 GPUs = one node, > 4 GPUs = more than a node), how many of them ever ran across nodes, their
     summed queueing and JCT, and the largest jobs' (>= 32 GPUs) worst class factor over the GPUs
@@ -103,6 +103,8 @@ def locality_anatomy(out: Path, seed: int = 0) -> dict[str, Any]:
     topo = scn.cluster.topology()
     rows: list[dict[str, Any]] = []
     for w, name in enumerate(scn.workload_names):
+        if workloads is not None and w not in workloads:
+            continue
         for pol_name in ("packed_sticky", "pm_first", "pal"):
             pol = make_policy(pol_name, scn, seed, workload=w)
             placed: dict[int, list[tuple[int, ...]]] = defaultdict(list)

@@ -81,3 +81,22 @@ def test_eaco_sets_separate_by_set_size_and_policy(tmp_path) -> None:
     assert rows[(pair, 4, "eaco")]["avg_run_change"] == pytest.approx(0.03, abs=0.002)
     assert rows[(four, 4, "gandiva")]["energy_kwh"] < rows[(four, 4, "fifo_packed")]["energy_kwh"]
     assert rows[(pair, 8, "fifo")]["energy_saving"] == 0.0
+
+
+def test_locality_anatomy_at_lf_3(tmp_path) -> None:
+    """The A2 reading in docs/REPRODUCTIONS.md: every job of more than 4 GPUs spans nodes under every
+    policy; packed placement puts three of the four largest ResNet-50 jobs on the 2.83x GPU, PM-First
+    none; PAL keeps every 4-GPU job on one node where PM-First spans two."""
+    from bench.studies import locality_anatomy
+
+    doc = locality_anatomy(tmp_path, 0, workloads=[4])
+    rows = {r["policy"]: r for r in doc["rows"]}
+    assert set(rows) == {"packed_sticky", "pm_first", "pal"} and all(r["lf"] == "lf-3.0" for r in rows.values())
+    for r in rows.values():
+        assert (r["n_1"], r["n_4"], r["n_>4"]) == (62, 10, 88)
+        assert r["spans_>4"] == 88 and r["spans_1"] == 0
+    assert rows["packed_sticky"]["largest_worst_factor"] == [2.83, 2.83, 1.15, 2.83]
+    assert rows["pm_first"]["largest_worst_factor"] == [1.04] * 4
+    assert (rows["pm_first"]["spans_4"], rows["pal"]["spans_4"]) == (2, 0)
+    q = sum(rows["pm_first"][f"queue_h_{k}"] for k in ("1", "4", ">4"))
+    assert q / sum(rows["pm_first"][f"jct_h_{k}"] for k in ("1", "4", ">4")) > 0.9
