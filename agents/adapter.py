@@ -83,7 +83,7 @@ def predict(model: Any, obs: np.ndarray, mask: np.ndarray, masked: bool) -> int:
 class AgentPolicy:
     """A trained model as a :class:`gpusched_env.policy.Policy` (sticky starts, no preemption)."""
 
-    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario) -> None:
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
         env = dict(meta.get("env", {}))
         self.name = "agent"
         self.model = model
@@ -96,7 +96,7 @@ class AgentPolicy:
         self.fifo_slots = int(env.get("fifo_slots", 8))
         self.max_actions = int(env.get("max_actions_per_decision", 64))
         pal = env.get("pal")
-        self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params(scn, pal))
+        self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params(scn, pal, workload))
         self.cache = JobCache()
         self._n = 0
 
@@ -114,8 +114,9 @@ class AgentPolicy:
         return list(b.decisions)
 
 
-def load_agent_policy(path: str | Path, scn: Scenario, **params: Any) -> AgentPolicy:
-    """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip)."""
+def load_agent_policy(path: str | Path, scn: Scenario, *, workload: int = 0, **params: Any) -> AgentPolicy:
+    """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip),
+    for workload number ``workload`` of ``scn`` (its PAL option plans with that workload's lf)."""
     if params:
         raise ConfigError(f"scenario.policies.agent: unknown parameter(s) for policy 'agent': {sorted(params)}")
     import torch
@@ -128,7 +129,7 @@ def load_agent_policy(path: str | Path, scn: Scenario, **params: Any) -> AgentPo
         raise
     except Exception as e:  # SB3 raises many kinds on a damaged archive
         raise ConfigError(f"agent_path {str(path)!r}: cannot load the model ({type(e).__name__}: {e})") from None
-    policy = AgentPolicy(model, meta, scn)
+    policy = AgentPolicy(model, meta, scn, workload)
     check_shapes(policy, model, meta, scn, path)
     return policy
 
