@@ -235,7 +235,7 @@ class DeviceSim:
                 c.stall_until = t + delay
                 if not c.started:
                     c.started = True
-                    st, wait = c.stats, c.stall_until - c.queued_at  # ClientStats.add_wait, inlined
+                    st, wait = c.stats, c.stall_until - c.queued_at  # a kernel's first wait for SMs
                     st.waits += 1
                     if wait > st.max_wait_s:
                         st.max_wait_s = wait
