@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from gpusched_env.device.gpus import DeviceGpu
 from gpusched_env.device.mechanism import HOST, IDLE, READY, RUN, ClientSpec, Grant, Mechanism
 from gpusched_env.device.stats import ClientStats, RunStats
@@ -23,14 +25,24 @@ EPS = 1e-12
 
 
 class ClientState:
-    """Mutable state of one client during a run (mechanisms read it as a ``ClientView``)."""
+    """Mutable state of one client during a run (mechanisms read it as a ``ClientView``).
+
+    The kernel sequence's arrays are kept as Python lists (``dur``, ``sm``, ``mem``, ``block``,
+    ``issue``; ``arr`` the arrival times): the event loop reads one entry at a time, and a list item is
+    several times cheaper to read than a NumPy scalar (the same float either way)."""
 
     __slots__ = ("spec", "phase", "idx", "remaining", "alloc", "rate", "stall_until", "ready_at",
-                 "seq_start", "req", "idle_since", "queued_at", "started", "stats", "n", "dur", "issue")
+                 "seq_start", "req", "idle_since", "queued_at", "started", "stats", "n", "dur", "issue",
+                 "sm", "mem", "block", "arr", "n_arr")
 
     def __init__(self, spec: ClientSpec) -> None:
         self.spec = spec
-        self.dur, self.issue, self.n = spec.seq.dur_s.tolist(), spec.seq.issue_s.tolist(), len(spec.seq)
+        seq = spec.seq
+        self.dur, self.issue, self.n = seq.dur_s.tolist(), seq.issue_s.tolist(), len(seq)
+        self.sm, self.mem, self.block = seq.sm.tolist(), seq.mem.tolist(), seq.block_s.tolist()
+        self.arr: list[float] | None = (None if spec.arrivals is None
+                                        else np.asarray(spec.arrivals, dtype=float).tolist())
+        self.n_arr = 0 if self.arr is None else len(self.arr)
         self.phase, self.idx, self.remaining = IDLE, 0, 0.0
         self.alloc = self.rate = 0.0
         self.stall_until = self.ready_at = self.seq_start = self.queued_at = 0.0
@@ -42,11 +54,14 @@ class ClientState:
         self._to_kernel(t)
 
     def _to_kernel(self, t: float) -> None:
-        self.remaining, self.started, self.alloc, self.rate = self.dur[self.idx], False, 0.0, 0.0
-        self.ready_at = max(t, self.seq_start + self.issue[self.idx])
-        self.phase = HOST if self.ready_at > t + EPS else READY
-        if self.phase == READY:
-            self.queued_at = t
+        i = self.idx
+        self.remaining, self.started, self.alloc, self.rate = self.dur[i], False, 0.0, 0.0
+        ready = self.seq_start + self.issue[i]
+        self.ready_at = ready = ready if ready > t else t  # max(t, issue time)
+        if ready > t + EPS:
+            self.phase = HOST
+        else:
+            self.phase, self.queued_at = READY, t
 
     def next_kernel(self, t: float) -> bool:
         """Move to the next kernel; False when the sequence is done."""
@@ -58,7 +73,12 @@ class ClientState:
 
 
 class DeviceSim:
-    """One GPU, its clients and a sharing mechanism; :meth:`run` to a horizon or :meth:`step` by event."""
+    """One GPU, its clients and a sharing mechanism; :meth:`run` to a horizon or :meth:`step` by event.
+
+    The event loop is the hot path of every device-level run: it reads locals and list items rather
+    than attributes and NumPy scalars, and writes ``min``/``max`` of two floats as comparisons that
+    return the same operand the builtins would (``min(a, b)`` is ``b if b < a else a``), so every
+    float operation, and its order, is that of the plain formulas in the comments."""
 
     def __init__(self, gpu: DeviceGpu, clients: Sequence[ClientSpec], mechanism: Mechanism) -> None:
         if not clients:
@@ -78,17 +98,19 @@ class DeviceSim:
     # -- the event loop -------------------------------------------------------------------------
     def run(self, until_s: float) -> RunStats:
         """Advance to ``until_s`` and return the statistics so far."""
-        while self.step(until_s):
+        step = self.step
+        while step(until_s):
             pass
         return self.finish()
 
     def step(self, until_s: float = INF, replan: bool = True) -> bool:
         """Advance to the next event (at most ``until_s``); False once ``until_s`` is reached.
         ``replan=False`` leaves the new grants to a later :meth:`replan` (an env decides in between)."""
-        t_next = min(self._next_time(), until_s)
+        t_next = self._next_time()
+        if until_s < t_next:  # min(next event, until_s)
+            t_next = until_s
         self._advance(t_next)
-        for c in self.clients:
-            self._handle(c)
+        self._handle()
         if t_next >= until_s:
             return False
         if replan:
@@ -105,116 +127,173 @@ class DeviceSim:
         return self.stats
 
     def _next_time(self) -> float:
+        now = self.t
         t = self.wake
         for c in self.clients:
-            if c.phase == RUN:
-                start = max(self.t, c.stall_until)
-                t = min(t, start + c.remaining / c.rate if c.rate > 0 else (start if start > self.t else INF))
-            elif c.phase == HOST:
-                t = min(t, c.ready_at)
-            elif c.phase == IDLE and c.spec.arrivals is not None and c.req < len(c.spec.arrivals):
-                t = min(t, float(c.spec.arrivals[c.req]))
-        return max(t, self.t)
+            phase = c.phase
+            if phase == RUN:
+                start = c.stall_until
+                if not start > now:  # max(now, stall_until)
+                    start = now
+                rate = c.rate
+                x = start + c.remaining / rate if rate > 0 else (start if start > now else INF)
+            elif phase == HOST:
+                x = c.ready_at
+            elif phase == IDLE and c.arr is not None and c.req < c.n_arr:
+                x = c.arr[c.req]
+            else:
+                continue
+            if x < t:
+                t = x
+        return now if now > t else t  # max(t, now)
 
     def _advance(self, t1: float) -> None:
+        now = self.t
         dt_busy, sm_time = 0.0, 0.0
         for c in self.clients:
             if c.phase == RUN and c.rate > 0:
-                run = t1 - max(self.t, c.stall_until)
+                stall = c.stall_until
+                run = t1 - (stall if stall > now else now)  # t1 - max(now, stall_until)
                 if run > 0:
                     c.remaining -= c.rate * run
-                    dt_busy = max(dt_busy, run)
+                    if run > dt_busy:
+                        dt_busy = run
                     sm_time += c.alloc * run
                     c.stats.gpu_s += run
-        self.stats.add(t1 - self.t, dt_busy, sm_time)
+        stats = self.stats
+        stats.busy_s += dt_busy
+        stats.sm_s += sm_time
         self.t = t1
 
-    def _handle(self, c: ClientState) -> None:
+    def _handle(self) -> None:
         t = self.t
-        if c.phase == RUN and c.remaining <= EPS * (1 + c.dur[c.idx]):
-            c.stats.kernels += 1
-            if not c.next_kernel(t):
-                self._sequence_done(c, t)
-        if c.phase == HOST and c.ready_at <= t + EPS:
-            c.phase, c.queued_at = READY, t
-        if c.phase == IDLE and c.spec.arrivals is not None:
-            self._next_request(c, t)
-        if c.phase == READY and c.queued_at == t and not c.started:
-            self.mech.on_launch(t, self.clients.index(c), self.clients)
+        for i, c in enumerate(self.clients):
+            if c.phase == RUN and c.remaining <= EPS * (1 + c.dur[c.idx]):
+                c.stats.kernels += 1
+                if not c.next_kernel(t):
+                    self._sequence_done(c, t)
+            if c.phase == HOST and c.ready_at <= t + EPS:
+                c.phase, c.queued_at = READY, t
+            if c.phase == IDLE and c.arr is not None:
+                self._next_request(c, t)
+            if c.phase == READY and c.queued_at == t and not c.started:
+                self.mech.on_launch(t, i, self.clients)
 
     def _sequence_done(self, c: ClientState, t: float) -> None:
-        if c.spec.arrivals is None:
+        if c.arr is None:
             c.stats.iterations += 1
             c.begin_sequence(t)
             return
-        c.stats.add_latency(t - float(c.spec.arrivals[c.req]), c.spec.slo_s)
+        c.stats.add_latency(t - c.arr[c.req], c.spec.slo_s)
         c.req += 1
         c.phase, c.idle_since, c.alloc, c.rate = IDLE, t, 0.0, 0.0
         self._next_request(c, t)
 
     def _next_request(self, c: ClientState, t: float) -> None:
-        arr = c.spec.arrivals
-        if arr is not None and c.req < len(arr) and arr[c.req] <= t + EPS:
+        arr = c.arr
+        if arr is not None and c.req < c.n_arr and arr[c.req] <= t + EPS:
             c.begin_sequence(t)
             if c.phase == READY:
                 c.queued_at = t
 
     # -- sharing --------------------------------------------------------------------------------
     def _replan(self) -> None:
+        t = self.t
         for c in self.clients:  # idle_since: -1 while a kernel is queued or running
-            if c.phase in (READY, RUN):
+            if c.phase >= READY:  # READY or RUN
                 c.idle_since = -1.0
             elif c.idle_since < 0:
-                c.idle_since = self.t
-        grants, wake = self.mech.plan(self.t, self.clients)
-        self.wake = wake if wake > self.t + EPS else INF  # a wake-up now would never advance time
+                c.idle_since = t
+        grants, wake = self.mech.plan(t, self.clients)
+        self.wake = wake if wake > t + EPS else INF  # a wake-up now would never advance time
         self._allocate(grants)
 
     def _allocate(self, grants: list[Grant]) -> None:
-        old = [c.alloc if c.phase == RUN else 0.0 for c in self.clients]
-        want = [i for i, c in enumerate(self.clients) if c.phase in (READY, RUN) and grants[i].run]
-        new = self._water_fill(want, grants)
-        displaced = [i for i, c in enumerate(self.clients) if c.phase == RUN and new[i] < old[i] - 1e-12]
-        free = 1.0 - sum(max(o, n) for o, n in zip(old, new, strict=True) if o > 0)
-        for i, c in enumerate(self.clients):
+        clients, t = self.clients, self.t
+        new = self._water_fill(grants)
+        # the SMs held before this event: a kernel displaced (shrunk or preempted) frees its SMs only
+        # as its blocks end; free = 1 - sum over holders of max(old, new share)
+        displaced: list[int] = []
+        held = 0.0
+        for i, c in enumerate(clients):
+            if c.phase == RUN:
+                old, a = c.alloc, new[i]
+                if a < old - 1e-12:
+                    displaced.append(i)
+                if old > 0:
+                    held += a if a > old else old
+        free = 1.0 - held
+        for i, c in enumerate(clients):
             a = new[i]
             if c.phase == RUN and a == 0.0:
-                c.phase, c.queued_at = READY, self.t  # preempted: keeps its progress
+                c.phase, c.queued_at = READY, t  # preempted: keeps its progress
             elif c.phase == READY and a > 0.0:
                 c.phase = RUN
                 taken = a > free + 1e-12
-                delay = self.mech.launch_delay(self.t, i, displaced if taken else (), self.clients)
+                delay = self.mech.launch_delay(t, i, displaced if taken else (), clients)
                 free -= a
-                c.stall_until = self.t + delay
+                c.stall_until = t + delay
                 if not c.started:
                     c.started = True
-                    c.stats.add_wait(c.stall_until - c.queued_at)
+                    st, wait = c.stats, c.stall_until - c.queued_at  # a kernel's first wait for SMs
+                    st.waits += 1
+                    if wait > st.max_wait_s:
+                        st.max_wait_s = wait
             c.alloc = a
         self._rates(grants)
 
-    def _water_fill(self, want: list[int], grants: list[Grant]) -> list[float]:
-        new = [0.0] * len(self.clients)
+    def _water_fill(self, grants: list[Grant]) -> list[float]:
+        """SM shares: level by level (lower first), max-min fair within a level, each client up to
+        its demand min(SM demand, cap)."""
+        clients = self.clients
+        new = [0.0] * len(clients)
+        want, demand = [], []
+        for i, c in enumerate(clients):
+            if c.phase >= READY and grants[i].run:  # READY or RUN
+                s, cap_i = c.sm[c.idx], grants[i].cap
+                want.append(i)
+                demand.append(cap_i if cap_i < s else s)  # min(SM demand, cap)
+        if not want:
+            return new
+        if len(want) == 1:  # alone: min(demand, 1.0 / 1)
+            d = demand[0]
+            new[want[0]] = 1.0 if 1.0 < d else d
+            return new
+        if len(want) == 2:  # the loop below, unrolled: the first served gets min(demand, its share)
+            (i, j), (di, dj) = want, demand
+            li, lj = grants[i].level, grants[j].level
+            if (dj < di) if li == lj else (lj < li):  # j is served first (stable sort by demand / level)
+                i, j, di, dj = j, i, dj, di
+            share = 1.0 / 2 if li == lj else 1.0
+            a = share if share < di else di
+            new[i] = a
+            share = 1.0 - a  # what is left, / 1
+            new[j] = share if share < dj else dj
+            return new
+        dem = dict(zip(want, demand, strict=True))
         cap = 1.0
         for level in sorted({grants[i].level for i in want}):
-            group = sorted((i for i in want if grants[i].level == level),
-                           key=lambda i: min(float(self.clients[i].spec.seq.sm[self.clients[i].idx]), grants[i].cap))
+            group = sorted((i for i in want if grants[i].level == level), key=dem.__getitem__)
             for k, i in enumerate(group):
-                c = self.clients[i]
-                demand = min(float(c.spec.seq.sm[c.idx]), grants[i].cap)
-                a = min(demand, cap / (len(group) - k))
+                share = cap / (len(group) - k)
+                a = share if share < dem[i] else dem[i]  # min(demand, fair share of what is left)
                 new[i], cap = a, cap - a
         return new
 
     def _rates(self, grants: list[Grant]) -> None:
-        seqs = [c.spec.seq for c in self.clients]
-        band = sum(float(seqs[i].mem[c.idx]) * c.alloc for i, c in enumerate(self.clients) if c.phase == RUN)
-        over = max(1.0, band)
-        for i, c in enumerate(self.clients):
+        clients = self.clients
+        band = 0.0  # summed bandwidth demand of the running kernels
+        for c in clients:
+            if c.phase == RUN:
+                band += c.mem[c.idx] * c.alloc
+        over = band if band > 1.0 else 1.0  # max(1, band)
+        for i, c in enumerate(clients):
             if c.phase != RUN:
                 c.rate = 0.0
                 continue
-            s, m = float(seqs[i].sm[c.idx]), float(seqs[i].mem[c.idx])
-            c.rate = grants[i].slow * min(1.0, c.alloc / s) / ((1.0 - m) + m * over)
+            s, m = c.sm[c.idx], c.mem[c.idx]
+            share = c.alloc / s
+            c.rate = grants[i].slow * (share if share < 1.0 else 1.0) / ((1.0 - m) + m * over)
 
 
 def simulate(gpu: DeviceGpu, clients: Sequence[ClientSpec], mechanism: Mechanism, duration_s: float) -> RunStats:

@@ -8,14 +8,27 @@ from __future__ import annotations
 
 import csv
 import functools
+import re
 from dataclasses import dataclass
 
 from gpusched_env.data import DataMissing, data_path
 
 CSV = "calibration/colocation-h100/h100_hp_be_pairs.csv"
 # the CSV's mechanism names -> this project's policy names
-MECHANISM_NAMES = {"exclusive": "exclusive", "timeslice": "time_slicing", "mps": "mps",
-                   "mps_prio": "mps_priority", "mps_be50": "mps_be50"}
+MECHANISM_NAMES = {"exclusive": "exclusive", "timeslice": "time_slicing", "mps": "mps", "mps_prio": "mps_priority"}
+# MPS with the BE client capped at NN % of the threads, 1 <= NN <= 99 (the names gpusched-real pairs
+# writes, real/PAIRS.md); the policy keeps the name (mps_be50 is the colocation-h100 cell)
+CAP_MECHANISM = re.compile(r"mps_be([1-9][0-9]?)")
+
+
+def policy_name(mechanism: str, where: str = CSV) -> str:
+    """This project's policy name for a mechanism name of a pairs CSV (``where`` names the file in errors)."""
+    if mechanism in MECHANISM_NAMES:
+        return MECHANISM_NAMES[mechanism]
+    if CAP_MECHANISM.fullmatch(mechanism):
+        return mechanism
+    raise ValueError(f"{where}: column mechanism: unknown mechanism {mechanism!r}; expected one of "
+                     f"{', '.join(MECHANISM_NAMES)} or mps_beNN (1 <= NN <= 99)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +48,8 @@ def _f(x: str) -> float | None:
 def measured_cells(rel: str = CSV) -> dict[tuple[str, str, str], Cell]:
     """(policy, hp_model, be_model) -> Cell; exclusive cells combine the HP-alone and BE-alone rows."""
     try:
-        rows = list(csv.DictReader(open(data_path(rel), newline="")))
+        with open(data_path(rel), newline="") as f:
+            rows = list(csv.DictReader(f))
     except DataMissing:
         return dict(EMBEDDED)
     acc: dict[tuple[str, str, str], tuple[list[float], list[float], list[float]]] = {}
@@ -54,7 +68,7 @@ def measured_cells(rel: str = CSV) -> dict[tuple[str, str, str], Cell]:
     for r in rows:
         if r["mechanism"] == "exclusive":
             continue
-        cell = acc.setdefault((MECHANISM_NAMES[r["mechanism"]], r["hp_model"], r["be_model"]), ([], [], []))
+        cell = acc.setdefault((policy_name(r["mechanism"], rel), r["hp_model"], r["be_model"]), ([], [], []))
         cell[0].append(float(r["be_iter_per_s"]) / float(r["be_solo_iter_per_s"]))
         cell[1].append(float(r["be_iter_per_s"]))
         cell[2].append(float(r["hp_p99_ms"]))

@@ -64,6 +64,7 @@ class Grant:
 
 
 IDLE, HOST, READY, RUN = 0, 1, 2, 3  # client phases: no work / host launching / on the GPU queue / holding SMs
+# (ordered: ``phase >= READY`` is a kernel queued or running)
 
 
 class ClientView(Protocol):
@@ -72,6 +73,9 @@ class ClientView(Protocol):
     spec: ClientSpec
     phase: int
     idx: int  # current kernel in its sequence
+    dur: list[float]  # spec.seq's arrays as lists (cheaper to index one entry): durations,
+    sm: list[float]  # SM demands,
+    block: list[float]  # block durations
     remaining: float  # alone-time left of the current kernel, seconds
     alloc: float  # SM share held now
     idle_since: float  # when it last had no kernel queued or running (-1 while it has one)
@@ -99,19 +103,27 @@ class Mechanism(Protocol):
 
 class BaseMechanism:
     """Defaults: everyone runs at one level; a newcomer waits half a block of the clients it displaces
-    (choice: the mean residual of a running block, which is never preempted)."""
+    (choice: the mean residual of a running block, which is never preempted). The grants of a
+    mechanism that never changes them are built once per run (:meth:`grant`)."""
 
     name = "base"
 
     def reset(self, clients: Sequence[ClientSpec], gpu: DeviceGpu) -> None:
         self.clients = tuple(clients)
         self.gpu = gpu
+        self.grants = [self.grant(c) for c in clients]
+
+    def grant(self, client: ClientSpec) -> Grant:
+        """The fixed grant of ``client``."""
+        return Grant(True, client.sm_cap)
 
     def plan(self, t: float, clients: Sequence[ClientView]) -> tuple[list[Grant], float]:
-        return [Grant(True, c.spec.sm_cap) for c in clients], float("inf")
+        return list(self.grants), float("inf")
 
     def launch_delay(self, t: float, i: int, displaced: Sequence[int], clients: Sequence[ClientView]) -> float:
-        return max((half_block(clients[j]) for j in displaced), default=0.0)
+        if not displaced:
+            return 0.0
+        return max(half_block(clients[j]) for j in displaced)
 
     def on_launch(self, t: float, i: int, clients: Sequence[ClientView]) -> None:
         return None
@@ -119,4 +131,4 @@ class BaseMechanism:
 
 def half_block(c: ClientView) -> float:
     """Mean residual of a client's running block (half its current kernel's block duration)."""
-    return 0.5 * float(c.spec.seq.block_s[c.idx])
+    return 0.5 * c.block[c.idx]

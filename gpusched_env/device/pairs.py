@@ -1,8 +1,9 @@
 """One HP inference service beside one BE training job on one GPU: build, run, measure.
 
-The standalone runs (each client alone, the same arrivals) are the reference of every ratio and are
-cached per (setup, seed). Randomness: ``SeedSequence(seed)`` spawns one child for kernel shapes and
-one for arrivals.
+The standalone runs (each client alone, the same arrivals) are the reference of every ratio; each is
+cached under what it depends on (the HP run is the same beside every BE model, the BE run beside
+every HP service), so the policies and pairs of a scenario simulate each one once per process.
+Randomness: ``SeedSequence(seed)`` spawns one child for kernel shapes and one for arrivals.
 """
 
 from __future__ import annotations
@@ -60,33 +61,67 @@ class PairSetup:
             raise ValueError(f"duration_s must be in (0, inf), got {self.duration_s}")
 
 
+@functools.lru_cache(maxsize=256)
 def sequence(model: str, gpu_type: str, seed: int, groups: float, bound_ms: float) -> KernelSeq:
-    """The grouped kernel sequence of ``model`` for run ``seed``."""
+    """The grouped kernel sequence of ``model`` for run ``seed`` (cached, read-only: every policy of a
+    pair runs the same sequences)."""
     shapes = np.random.SeedSequence(seed).spawn(2)[0]
     raw = kernel_sequence(model, gpu_type, int(shapes.generate_state(1)[0]))
-    return group(raw, raw.standalone_s() / groups, bound_ms * 1e-3)
+    seq = group(raw, raw.standalone_s() / groups, bound_ms * 1e-3)
+    for a in (seq.dur_s, seq.sm, seq.mem, seq.block_s, seq.issue_s):
+        a.flags.writeable = False
+    return seq
 
 
 def clients(setup: PairSetup, seed: int, hp_cap: float = 1.0, be_cap: float = 1.0) -> tuple[ClientSpec, ClientSpec]:
     """The HP service (priority 1) and the BE job (priority 0) of ``setup`` for run ``seed``."""
-    g = setup.grouping
-    hp_seq = sequence(setup.hp_model, setup.gpu_type, seed, g.hp_groups, g.bound_ms)
-    be_seq = sequence(setup.be_model, setup.gpu_type, seed, g.be_groups, g.bound_ms)
+    return _hp_client(*_hp_args(setup), seed, hp_cap), _be_client(*_be_args(setup), seed, be_cap)
+
+
+# What each client depends on: the HP service not on the BE model, the BE job not on the HP model,
+# the arrivals or the SLO. The standalone runs are cached under exactly these arguments.
+def _hp_args(s: PairSetup) -> tuple[str, str, ServiceSpec, float, float, float, float | None]:
+    return s.gpu_type, s.hp_model, s.service, s.duration_s, s.grouping.hp_groups, s.grouping.bound_ms, s.hp_slo_factor
+
+
+def _be_args(s: PairSetup) -> tuple[str, str, float, float, float]:
+    return s.gpu_type, s.be_model, s.duration_s, s.grouping.be_groups, s.grouping.bound_ms
+
+
+def _hp_client(gpu_type: str, model: str, service: ServiceSpec, duration_s: float, groups: float, bound_ms: float,
+               slo_factor: float | None, seed: int, cap: float = 1.0) -> ClientSpec:
+    seq = sequence(model, gpu_type, seed, groups, bound_ms)
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(2)[1])
-    solo = hp_seq.standalone_s()
-    arr = arrival_times(setup.service, solo, setup.duration_s, rng)
-    slo = None if setup.hp_slo_factor is None else setup.hp_slo_factor * solo
-    hp = ClientSpec(setup.hp_model, "hp", hp_seq, arr, priority=1, sm_cap=hp_cap, slo_s=slo)
-    return hp, ClientSpec(setup.be_model, "be", be_seq, None, priority=0, sm_cap=be_cap)
+    solo = seq.standalone_s()
+    arr = arrival_times(service, solo, duration_s, rng)
+    slo = None if slo_factor is None else slo_factor * solo
+    return ClientSpec(model, "hp", seq, arr, priority=1, sm_cap=cap, slo_s=slo)
+
+
+def _be_client(gpu_type: str, model: str, duration_s: float, groups: float, bound_ms: float, seed: int,
+               cap: float = 1.0) -> ClientSpec:
+    return ClientSpec(model, "be", sequence(model, gpu_type, seed, groups, bound_ms), None, priority=0, sm_cap=cap)
+
+
+def standalone(setup: PairSetup, seed: int) -> tuple[RunStats, RunStats]:
+    """HP alone and BE alone (the exclusive runs; cached, shared by every pair with the same HP or
+    the same BE client: treat them as read-only)."""
+    return hp_alone(*_hp_args(setup), seed), be_alone(*_be_args(setup), seed)
 
 
 @functools.lru_cache(maxsize=512)
-def standalone(setup: PairSetup, seed: int) -> tuple[RunStats, RunStats]:
-    """HP alone and BE alone (the exclusive runs)."""
-    hp, be = clients(setup, seed)
-    gpu = device_gpu(setup.gpu_type)
-    return (simulate(gpu, [hp], make_mechanism("exclusive"), setup.duration_s),
-            simulate(gpu, [be], make_mechanism("exclusive"), setup.duration_s))
+def hp_alone(gpu_type: str, model: str, service: ServiceSpec, duration_s: float, groups: float, bound_ms: float,
+             slo_factor: float | None, seed: int) -> RunStats:
+    """The HP service alone on the GPU (arguments: :func:`_hp_args`, then the seed)."""
+    hp = _hp_client(gpu_type, model, service, duration_s, groups, bound_ms, slo_factor, seed)
+    return simulate(device_gpu(gpu_type), [hp], make_mechanism("exclusive"), duration_s)
+
+
+@functools.lru_cache(maxsize=512)
+def be_alone(gpu_type: str, model: str, duration_s: float, groups: float, bound_ms: float, seed: int) -> RunStats:
+    """The BE job alone on the GPU (arguments: :func:`_be_args`, then the seed)."""
+    be = _be_client(gpu_type, model, duration_s, groups, bound_ms, seed)
+    return simulate(device_gpu(gpu_type), [be], make_mechanism("exclusive"), duration_s)
 
 
 def run_pair(setup: PairSetup, mechanism: str, seed: int, params: dict | None = None,

@@ -24,10 +24,6 @@ class ClientStats:
         if slo_s is not None and lat <= slo_s:
             self.slo_met += 1
 
-    def add_wait(self, w: float) -> None:
-        self.waits += 1
-        self.max_wait_s = max(self.max_wait_s, w)
-
 
 @dataclass
 class RunStats:
@@ -39,10 +35,6 @@ class RunStats:
     busy_s: float = 0.0  # time at least one kernel progresses (GPU utilisation numerator)
     sm_s: float = 0.0  # SM-share-seconds held by progressing kernels
     clients: list[ClientStats] = field(default_factory=list)
-
-    def add(self, dt: float, busy: float, sm: float) -> None:
-        self.busy_s += busy
-        self.sm_s += sm
 
     def client(self, role: str) -> ClientStats:
         """The first client of ``role``."""

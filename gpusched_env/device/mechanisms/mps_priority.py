@@ -7,13 +7,11 @@ high-priority kernel still waits for the residual of the blocks it displaces.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from gpusched_env.device.mechanism import BaseMechanism, ClientView, Grant
+from gpusched_env.device.mechanism import BaseMechanism, ClientSpec, Grant
 
 
 class MpsPriority(BaseMechanism):
     name = "mps_priority"
 
-    def plan(self, t: float, clients: Sequence[ClientView]) -> tuple[list[Grant], float]:
-        return [Grant(True, c.spec.sm_cap, -c.spec.priority) for c in clients], float("inf")
+    def grant(self, client: ClientSpec) -> Grant:
+        return Grant(True, client.sm_cap, -client.priority)

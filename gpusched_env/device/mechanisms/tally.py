@@ -42,31 +42,41 @@ class Tally(BaseMechanism):
     def reset(self, clients: Sequence[ClientSpec], gpu: DeviceGpu) -> None:
         super().reset(clients, gpu)
         self.unsliced: dict[int, tuple[float, int]] = {}  # client -> (sequence start, kernel) launched unmodified
+        self.hp = [i for i, c in enumerate(clients) if c.role == "hp"]
+        slow = 1.0 / (1.0 + self.cfg.transform_overhead)
+        # the grants a client can get: HP always runs first; BE by (may run, transformed and long-blocked)
+        self.hp_grant = {i: Grant(True, c.sm_cap, 0) for i, c in enumerate(clients)}
+        self.be_grant = {(i, run, cut): Grant(run, c.sm_cap, 1, slow if cut else 1.0)
+                         for i, c in enumerate(clients) for run in (False, True) for cut in (False, True)}
 
     def _is_unsliced(self, i: int, c: ClientView) -> bool:
         return self.unsliced.get(i) == (c.seq_start, c.idx)
 
     def plan(self, t: float, clients: Sequence[ClientView]) -> tuple[list[Grant], float]:
-        hp = [c for c in clients if c.spec.role == "hp"]
-        hp_busy = any(c.phase in (READY, RUN) for c in hp)
-        idle_from = max((c.idle_since for c in hp), default=0.0)
+        hp_busy, idle_from = False, 0.0
+        for k, i in enumerate(self.hp):  # HP busy, and when the last HP client went idle (max idle_since)
+            c = clients[i]
+            hp_busy = hp_busy or c.phase >= READY  # READY or RUN
+            if k == 0 or c.idle_since > idle_from:
+                idle_from = c.idle_since
         idle = t - idle_from if not hp_busy else -1.0
         grants, wake = [], float("inf")
         for i, c in enumerate(clients):
             if c.spec.role == "hp":
-                grants.append(Grant(True, c.spec.sm_cap, 0))
+                grants.append(self.hp_grant[i])
                 continue
             if c.phase == READY and not c.started and idle >= self.cfg.unsliced_after_s:
                 self.unsliced[i] = (c.seq_start, c.idx)
             unsliced = self._is_unsliced(i, c)
             run = idle >= self.cfg.idle_s - 1e-15 or (unsliced and c.phase == RUN)
-            cut = not unsliced and c.spec.seq.block_s[c.idx] > self.cfg.l_max_s
-            slow = 1.0 / (1.0 + self.cfg.transform_overhead) if cut else 1.0
-            grants.append(Grant(run, c.spec.sm_cap, 1, slow))
-        if not hp_busy and hp:
+            cut = not unsliced and c.block[c.idx] > self.cfg.l_max_s
+            grants.append(self.be_grant[i, run, cut])
+        if not hp_busy and self.hp:
             for lim in (self.cfg.idle_s, self.cfg.unsliced_after_s):
                 if idle < lim - 1e-12:
-                    wake = min(wake, idle_from + lim)
+                    x = idle_from + lim
+                    if x < wake:
+                        wake = x
         return grants, wake
 
     def launch_delay(self, t: float, i: int, displaced: Sequence[int], clients: Sequence[ClientView]) -> float:
@@ -76,5 +86,5 @@ class Tally(BaseMechanism):
             if self._is_unsliced(j, c):
                 out = max(out, half_block(c))
             else:
-                out = max(out, 0.5 * min(float(c.spec.seq.block_s[c.idx]), self.cfg.l_max_s))
+                out = max(out, 0.5 * min(c.block[c.idx], self.cfg.l_max_s))
         return out

@@ -45,11 +45,13 @@ class Tgs(BaseMechanism):
         self.hp_blocks, self.hp_rates = 0.0, [0.0]
         self.hp_next, self.be_next = self.cfg.hp_window_s, self.cfg.be_window_s
         self.prev_rate = 0.0
+        self.be = [c.role == "be" for c in clients]
+        self.held = [Grant(False, c.sm_cap) for c in clients]  # a BE client while its budget is spent
 
     def on_launch(self, t: float, i: int, clients: Sequence[ClientView]) -> None:
         c = clients[i]
-        seq = c.spec.seq
-        blocks = float(seq.sm[c.idx]) * self.gpu.sms * float(seq.dur_s[c.idx] / seq.block_s[c.idx])
+        k = c.idx
+        blocks = c.sm[k] * self.gpu.sms * (c.dur[k] / c.block[k])
         if c.spec.role == "hp":
             self.hp_blocks += blocks
         else:
@@ -58,13 +60,16 @@ class Tgs(BaseMechanism):
     def plan(self, t: float, clients: Sequence[ClientView]) -> tuple[list[Grant], float]:
         self._windows(t)
         over = self.used >= self.budget
-        grants = []
-        for c in clients:
-            blocked = c.spec.role == "be" and over and c.phase == READY and not c.started
-            grants.append(Grant(not blocked, c.spec.sm_cap))
-        wake = min(self.be_next, self.hp_next)
+        grants = list(self.grants)
+        if over:
+            for i, c in enumerate(clients):
+                if self.be[i] and c.phase == READY and not c.started:
+                    grants[i] = self.held[i]
+        wake = self.hp_next if self.hp_next < self.be_next else self.be_next  # min(be window, hp window)
         if over:  # sleeping BE looks again at the next 10 ms tick
-            wake = min(wake, t + self.cfg.tick_s)
+            tick = t + self.cfg.tick_s
+            if tick < wake:
+                wake = tick
         return grants, wake
 
     def _windows(self, t: float) -> None:

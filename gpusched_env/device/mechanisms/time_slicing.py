@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpusched_env.device.gpus import DeviceGpu
-from gpusched_env.device.mechanism import READY, RUN, BaseMechanism, ClientSpec, ClientView, Grant
+from gpusched_env.device.mechanism import READY, BaseMechanism, ClientSpec, ClientView, Grant
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ class TimeSlicingConfig:
             raise ValueError(f"time_slicing switch_s must be in [0, inf), got {self.switch_s}")
 
 
+_RUN, _HOLD = Grant(True), Grant(False)  # the active context's grant, the others'
+
+
 class TimeSlicing(BaseMechanism):
     name = "time_slicing"
 
@@ -42,24 +45,30 @@ class TimeSlicing(BaseMechanism):
         self.active, self.slice_end, self.switched_until = 0, self.cfg.slice_s, 0.0
 
     def plan(self, t: float, clients: Sequence[ClientView]) -> tuple[list[Grant], float]:
-        busy = [c.phase in (READY, RUN) for c in clients]
-        others = [i for i in _round_robin(self.active, len(clients)) if busy[i]]
-        since = clients[self.active].idle_since
-        yielded = not busy[self.active] and since >= 0 and t - since >= self.cfg.yield_idle_s - 1e-15
+        n, active = len(clients), self.active
+        nxt = -1  # the next context with queued work, round robin after the active one
+        for k in range(1, n):
+            j = (active + k) % n
+            if clients[j].phase >= READY:  # READY or RUN
+                nxt = j
+                break
+        mine = clients[active]
+        busy = mine.phase >= READY
+        since = mine.idle_since
+        yielded = not busy and since >= 0 and t - since >= self.cfg.yield_idle_s - 1e-15
         wake = float("inf")
-        if others and not busy[self.active] and not yielded:
+        if nxt >= 0 and not busy and not yielded:
             wake = since + self.cfg.yield_idle_s
-        if others and (yielded or t >= self.slice_end - 1e-15):
-            self.active, self.slice_end = others[0], t + self.cfg.slice_s
+        if nxt >= 0 and (yielded or t >= self.slice_end - 1e-15):
+            self.active, self.slice_end = nxt, t + self.cfg.slice_s
             self.switched_until = t + self.cfg.switch_s
-        elif not others and self.slice_end <= t:  # alone: its slice keeps renewing
+        elif nxt < 0 and self.slice_end <= t:  # alone: its slice keeps renewing
             self.slice_end += self.cfg.slice_s * (1 + (t - self.slice_end) // self.cfg.slice_s)
-        grants = [Grant(i == self.active) for i in range(len(clients))]
-        return grants, min(wake, self.slice_end) if others else float("inf")
+        grants = [_HOLD] * n
+        grants[self.active] = _RUN
+        if nxt < 0:
+            return grants, float("inf")
+        return grants, self.slice_end if self.slice_end < wake else wake  # min(wake, slice end)
 
     def launch_delay(self, t: float, i: int, displaced: Sequence[int], clients: Sequence[ClientView]) -> float:
         return max(0.0, self.switched_until - t)
-
-
-def _round_robin(active: int, n: int) -> list[int]:
-    return [(active + k) % n for k in range(1, n)]
