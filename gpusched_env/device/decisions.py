@@ -65,8 +65,10 @@ class PairDriver:
 
     def __init__(self, setup: PairSetup, mechanism: str = "mps_priority", params: dict | None = None,
                  slo_factor: float = 2.0) -> None:
+        self.report_slo = setup.hp_slo_factor is not None  # the scenario's SLO metrics, as the bench reports them
         self.setup = setup if setup.hp_slo_factor is not None else replace(setup, hp_slo_factor=slo_factor)
         self.mech_name, self.params = mechanism, params
+        self._result: tuple[dict[str, float], dict[str, list[float]]] | None = None
 
     def reset(self, seed: int) -> None:
         self.seed = seed
@@ -77,6 +79,7 @@ class PairDriver:
         self.sim = DeviceSim(device_gpu(self.setup.gpu_type), [replace(hp, slo_s=slo), be], self.gate)
         self.solo_be = max(1, standalone(self.setup, seed)[1].client("be").iterations)
         self.held, self.ended, self.counted = False, False, (0, 0)
+        self._result = None
 
     def pending(self) -> list[int]:
         return [i for i, c in enumerate(self.sim.clients) if c.phase == READY and not c.started
@@ -131,9 +134,18 @@ class PairDriver:
         return out
 
     def metrics(self) -> dict[str, float]:
-        hp_solo, be_solo = standalone(self.setup, self.seed)
-        gpu = device_gpu(self.setup.gpu_type)
-        return pair_metrics([self.sim.finish()], hp_solo, be_solo, gpu, False, True)[0]
+        """The run's metrics, with the keys ``gpusched-bench`` reports for the scenario."""
+        if self._result is None:
+            hp_solo, be_solo = standalone(self.setup, self.seed)
+            gpu = device_gpu(self.setup.gpu_type)
+            self._result = pair_metrics([self.sim.finish()], hp_solo, be_solo, gpu, False, self.report_slo)
+        return self._result[0]
+
+    def series(self) -> dict[str, list[float]]:
+        """The run's plot series (HP latencies), as ``gpusched-bench`` keeps them."""
+        self.metrics()
+        assert self._result is not None
+        return self._result[1]
 
 
 class DarisDriver:
@@ -205,6 +217,10 @@ class DarisDriver:
 
     def metrics(self) -> dict[str, float]:
         return stage_metrics(self.sim)
+
+    def series(self) -> dict[str, list[float]]:
+        """No plot series (the taskset plots use metrics only)."""
+        return {}
 
 
 def first_choice(mask: np.ndarray) -> int:
