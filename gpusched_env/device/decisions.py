@@ -11,8 +11,9 @@ decision point and an outside agent picks what launches next.
   the context's streams idle until the next event; valid only when only LP stages wait there).
   Always serving the first non-empty queue is DARIS.
 Reward terms: ``violations`` (HP requests over their SLO / jobs past their deadline, counted when
-they end or at the run's end) and ``be_progress`` (BE iterations ÷ its standalone iterations in the
-run, or LP jobs done ÷ LP jobs released).
+they end or at the run's end) and ``be_progress`` (BE work done ÷ its standalone iterations in the
+run, the running iteration counted by the share of its standalone kernel time completed, so the
+signal follows each kernel group rather than whole iterations; or LP jobs done ÷ LP jobs released).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class PairDriver:
         self.gate = Gated(make_mechanism(self.mech_name, self.params))
         self.sim = DeviceSim(device_gpu(self.setup.gpu_type), [replace(hp, slo_s=slo), be], self.gate)
         self.solo_be = max(1, standalone(self.setup, seed)[1].client("be").iterations)
-        self.held, self.ended, self.counted = False, False, (0, 0)
+        self.be_cum = np.concatenate([[0.0], np.cumsum(be.seq.dur_s)]) / max(float(np.sum(be.seq.dur_s)), 1e-12)
+        self.held, self.ended, self.counted = False, False, (0, 0.0)
         self._result = None
 
     def pending(self) -> list[int]:
@@ -113,10 +115,11 @@ class PairDriver:
 
     def terms(self) -> tuple[float, float]:
         """(new violations, new BE progress) since the last call."""
-        hp, be = self.sim.clients[0].stats, self.sim.clients[1].stats
+        hp, be = self.sim.clients[0].stats, self.sim.clients[1]
         miss = len(hp.latencies_s) - hp.slo_met
-        d = (miss - self.counted[0], (be.iterations - self.counted[1]) / self.solo_be)
-        self.counted = (miss, be.iterations)
+        done = be.stats.iterations + float(self.be_cum[be.idx])
+        d = (miss - self.counted[0], (done - self.counted[1]) / self.solo_be)
+        self.counted = (miss, done)
         return float(d[0]), float(d[1])
 
     def obs(self) -> np.ndarray:

@@ -57,7 +57,8 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
     ``−violations + λ · be_progress`` per step (λ = ``be_weight``, default 1): violations = HP
     requests over their SLO (``slo_factor`` × standalone request time, default the scenario's or 2)
     or jobs past their deadline, counted when they end (or, unfinished, at the end); be_progress = BE
-    iterations ÷ its standalone iterations in the run, or LP jobs done ÷ LP jobs released.
+    work done ÷ its standalone iterations in the run (the running iteration counted by the share of its
+    standalone kernel time completed, kernel group by kernel group), or LP jobs done ÷ LP jobs released.
 
     ## Starting State
 

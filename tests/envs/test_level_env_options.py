@@ -83,3 +83,21 @@ def test_pipeline_cases_and_seed_pools():
     assert np.array_equal(first_obs(a), first_obs(b))
     with pytest.raises(ValueError, match="workloads must be case indices in 0..4"):
         PipelineEnv(workloads=[5])
+
+
+def test_pair_be_progress_is_dense_and_sums_to_the_be_throughput():
+    """BE progress comes kernel group by kernel group; over a run it adds up to the BE iterations
+    done ÷ standalone iterations, up to the unfinished last iteration (< 1 / standalone iterations)."""
+    env = GPUShareEnv("tally_pairs", workload=0, duration_s=0.5, be_weight=1.0, slo_factor=1e6)  # no violations
+    _, info = env.reset(seed=2)
+    total, rewarded = 0.0, 0
+    while True:
+        _, r, term, _, info = env.step(first_choice(info["action_mask"]))
+        total += r
+        rewarded += r > 0
+        if term:
+            break
+    assert env.driver is not None and isinstance(env.driver.solo_be, int)
+    be_norm = info["metrics"]["be_norm_throughput"]
+    assert 0 <= total - be_norm < 1.0 / env.driver.solo_be
+    assert rewarded > 10 * info["metrics"]["be_norm_throughput"] * env.driver.solo_be  # many steps per iteration
