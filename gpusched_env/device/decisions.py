@@ -10,8 +10,8 @@ decision point and an outside agent picks what launches next.
   queues of a context with a free stream serves next (``0..7``, non-empty only), or ``8`` hold (leave
   the context's streams idle until the next event; valid only when only LP stages wait there).
   Always serving the first non-empty queue is DARIS.
-Reward terms: ``violations`` (HP requests over their SLO / jobs past their deadline, counted when
-they end or at the run's end) and ``be_progress`` (BE work done ÷ its standalone iterations in the
+Reward terms: ``violations`` (HP requests over their SLO, counted when they end / jobs past their
+deadline, counted when the deadline passes unfinished or when they end late) and ``be_progress`` (BE work done ÷ its standalone iterations in the
 run, the running iteration counted by the share of its standalone kernel time completed, so the
 signal follows each kernel group rather than whole iterations; or LP jobs done ÷ LP jobs released).
 """
@@ -199,8 +199,10 @@ class DarisDriver:
         return True
 
     def terms(self) -> tuple[float, float]:
+        """(new violations, new LP progress) since the last call; a job counts as a violation as soon
+        as its deadline passes unfinished (not only when it ends late), so starving it is felt at once."""
         st = self.sim.stats
-        late, lp_done = st[True].late + st[False].late, st[False].completed
+        late, lp_done = st[True].late + st[False].late + self.sim.overdue(), st[False].completed
         d = (late - self.counted[0], (lp_done - self.counted[1]) / self.lp_total)
         self.counted = (late, lp_done)
         return float(d[0]), float(d[1])

@@ -55,8 +55,9 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
     ## Rewards
 
     ``−violations + λ · be_progress`` per step (λ = ``be_weight``, default 1): violations = HP
-    requests over their SLO (``slo_factor`` × standalone request time, default the scenario's or 2)
-    or jobs past their deadline, counted when they end (or, unfinished, at the end); be_progress = BE
+    requests over their SLO (``slo_factor`` × standalone request time, default the scenario's or 2),
+    counted when they end (or, unfinished, at the end), or jobs past their deadline, counted when the
+    deadline passes unfinished or when they end late; be_progress = BE
     work done ÷ its standalone iterations in the run (the running iteration counted by the share of its
     standalone kernel time completed, kernel group by kernel group), or LP jobs done ÷ LP jobs released.
 

@@ -101,3 +101,19 @@ def test_pair_be_progress_is_dense_and_sums_to_the_be_throughput():
     be_norm = info["metrics"]["be_norm_throughput"]
     assert 0 <= total - be_norm < 1.0 / env.driver.solo_be
     assert rewarded > 10 * info["metrics"]["be_norm_throughput"] * env.driver.solo_be  # many steps per iteration
+
+
+def test_taskset_violations_count_at_the_deadline_and_sum_to_the_late_jobs():
+    env = GPUShareEnv("daris_rt", workload=0, duration_s=0.3, be_weight=0.0)
+    _, info = env.reset(seed=1)
+    penalties = []
+    while True:
+        m = info["action_mask"]
+        _, r, term, _, info = env.step(8 if m[8] else first_choice(m))  # starve LP whenever allowed
+        penalties.append(-r)
+        if term:
+            break
+    assert isinstance(env.driver, DarisDriver)
+    st = env.driver.sim.stats
+    assert sum(penalties) == st[True].late + st[False].late > 0
+    assert sum(penalties[:-1]) > 0  # felt before the run's end
