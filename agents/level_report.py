@@ -104,22 +104,23 @@ def report(folders: list[Path], cases: bool = False) -> str:
         verdicts = [_verdict(g, m, g.show(_val(heur, ref, g.metric))) for g, m in zip(goals, med, strict=True)]
         lines.append("| " + " | ".join(["agent median", *spread, *verdicts]) + " |")
     if cases:
-        g = goals[0]
         names = [w["workload"] for w in heur["policies"][ref].get("per_workload", [])]
         agents = [n for n, d in docs.items() if "agent" in d["policies"]]
-        lines += ["", f"{g.label} per workload: {ref} / agent per model", "",
-                  "| workload | " + ref + " | " + " | ".join(agents) + " |", "|" + "---|" * (2 + len(agents))]
+        lines += ["", f"per workload (mean over bench seeds): {ref} / agent per model", "",
+                  "| workload | " + " | ".join(f"{g.label}: {ref} / " + " / ".join(agents) for g in goals) + " |",
+                  "|" + "---|" * (1 + len(goals))]
         for w in names:
-            row = [w, f"{g.show(_val(heur, ref, g.metric, w)):.3f}"]
-            row += [f"{g.show(_val(docs[a], 'agent', g.metric, w)):.3f}" for a in agents]
-            lines.append("| " + " | ".join(row) + " |")
+            cells = [" / ".join([f"{g.show(_val(heur, ref, g.metric, w)):.3f}",
+                                 *(f"{g.show(_val(docs[a], 'agent', g.metric, w)):.3f}" for a in agents)])
+                     for g in goals]
+            lines.append("| " + " | ".join([w, *cells]) + " |")
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folders", nargs="+", type=Path, help="gpusched-bench out_dir folders, one per trained model")
-    ap.add_argument("--cases", action="store_true", help="also the first goal's metric per workload")
+    ap.add_argument("--cases", action="store_true", help="also the goals' metrics per workload")
     args = ap.parse_args()
     print(report(args.folders, args.cases))
 
