@@ -170,3 +170,23 @@ def test_masked_mode_is_maskable_ppo_predict(make):
                 mask[lo + rng.integers(env.max_warm)] = True
         want, _ = model.predict(obs, action_masks=mask, deterministic=True)
         assert np.array_equal(np.asarray(masked_mode(model, obs, mask)), np.asarray(want))
+
+
+def test_level_report_goals_median_and_spread(tmp_path):
+    """Tally's goal: overhead <= Tally's + 5 points and BE >= Tally's, per model, then the median."""
+    from agents.level_report import report
+
+    def doc(policies: dict[str, tuple[float, float]]) -> str:
+        import json
+
+        return json.dumps({"scenario": "tally_pairs", "seeds": [0, 1, 2], "policies": {
+            p: {"metrics": {"hp_p99_ratio": r, "be_norm_throughput": b}} for p, (r, b) in policies.items()}})
+
+    for name, pols in (("s0", {"tally": (1.0, 0.5), "mps_priority": (1.05, 0.7), "agent": (1.04, 0.6)}),
+                       ("s1", {"agent": (1.07, 0.45)}), ("s2", {"agent": (1.02, 0.52)})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(doc(pols))
+    text = report([tmp_path / n for n in ("s0", "s1", "s2")])
+    assert "| agent s0 | 4.000 | 0.600 | met (-1) | met (+0.1) |" in text
+    assert "| agent s1 | 7.000 | 0.450 | missed (+2) | missed (-0.05) |" in text
+    assert "| agent median | 4.000 (spread 5.000) | 0.520 (spread 0.150) | met (-1) | met (+0.02) |" in text
