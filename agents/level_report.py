@@ -72,7 +72,9 @@ def _verdict(g: Goal, agent: float, ref: float) -> str:
 
 
 def report(folders: list[Path], cases: bool = False) -> str:
-    docs = {f.name: _load(f) for f in folders}
+    names = [f.name for f in folders]
+    labels = [f.name if names.count(f.name) == 1 else f"{f.parent.name}/{f.name}" for f in folders]
+    docs = {label: _load(f) for label, f in zip(labels, folders, strict=True)}
     scenario = next(iter(docs.values()))["scenario"]
     if scenario not in GOALS:
         raise SystemExit(f"level_report: no goals for scenario {scenario!r}; known: {sorted(GOALS)}")
