@@ -71,7 +71,8 @@ def _verdict(g: Goal, agent: float, ref: float) -> str:
     return f"{'met' if ok else 'missed'} ({agent - bound:+.3g})"
 
 
-def report(folders: list[Path], cases: bool = False) -> str:
+def report(folders: list[Path], cases: bool = False, heuristics: Path | None = None) -> str:
+    """The tables; ``heuristics``: a folder read for the heuristics only (its ``agent`` is not shown)."""
     names = [f.name for f in folders]
     labels = [f.name if names.count(f.name) == 1 else f"{f.parent.name}/{f.name}" for f in folders]
     docs = {label: _load(f) for label, f in zip(labels, folders, strict=True)}
@@ -79,7 +80,7 @@ def report(folders: list[Path], cases: bool = False) -> str:
     if scenario not in GOALS:
         raise SystemExit(f"level_report: no goals for scenario {scenario!r}; known: {sorted(GOALS)}")
     ref, goals, others = GOALS[scenario]
-    heur = next((d for d in docs.values() if ref in d["policies"]), None)
+    heur = _load(heuristics) if heuristics else next((d for d in docs.values() if ref in d["policies"]), None)
     if heur is None:
         raise SystemExit(f"level_report: no folder has the reference policy {ref!r}")
     lines = [f"### {scenario}: agent vs {ref} (bench seeds {heur['seeds']})", ""]
@@ -123,8 +124,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folders", nargs="+", type=Path, help="gpusched-bench out_dir folders, one per trained model")
     ap.add_argument("--cases", action="store_true", help="also the goals' metrics per workload")
+    ap.add_argument("--heuristics", type=Path, default=None,
+                    help="a folder to read the heuristics from (default: the first folder that has them)")
     args = ap.parse_args()
-    print(report(args.folders, args.cases))
+    print(report(args.folders, args.cases, args.heuristics))
 
 
 if __name__ == "__main__":
