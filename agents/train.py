@@ -28,6 +28,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from gpusched_env.config_util import ConfigError
+from gpusched_env.levels import LevelScenario
 from gpusched_env.scenario import CONF_DIR, Scenario, load_scenario
 
 CLUSTER_V0 = "gpusched/Cluster-v0"
@@ -38,6 +39,18 @@ TRAIN_ONLY_KEYS = ("workloads", "run_seeds", "max_steps")  # where and how long 
 def scenario_of(cfg: DictConfig) -> Scenario:
     raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
     return load_scenario(raw)
+
+
+def scenario_for(cfg: DictConfig, eid: str) -> Scenario | LevelScenario:
+    """The scenario trained on, loaded as its ``level`` says (cluster: :func:`scenario_of`; device,
+    pipeline: :func:`agents.levels.load_level_scenario`); a scenario of another level than the env's
+    is a one-line ConfigError naming both."""
+    from agents.levels import check_env_level, load_level_scenario
+
+    raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    if check_env_level(raw, eid) == "cluster":
+        return scenario_of(cfg)
+    return load_level_scenario(raw)
 
 
 def env_id(cfg: DictConfig) -> str:
@@ -62,7 +75,7 @@ def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
     return e
 
 
-def make_env_fn(eid: str, scn: Scenario, kwargs: dict[str, Any], seed: int, rank: int) -> Any:
+def make_env_fn(eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any], seed: int, rank: int) -> Any:
     def _init() -> Any:
         import gymnasium as gym
         from stable_baselines3.common.monitor import Monitor
@@ -123,7 +136,7 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     eid = env_id(cfg)
     if cfg.bc.teacher and eid != CLUSTER_V0:
         raise ConfigError(f"bc.teacher: the BC warm start is built for {CLUSTER_V0} only, not env.id={eid!r}")
-    scn = scenario_of(cfg)  # a bad scenario is named before anything is written
+    scn = scenario_for(cfg, eid)  # a bad scenario (or one of another level) is named before anything is written
     torch.set_num_threads(int(cfg.torch_threads))
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -151,6 +164,7 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
         model = Algo(cfg.agent.policy, venv, seed=seed, device=cfg.device, verbose=0,
                      tensorboard_log=str(out / "tb"), **params)
         if cfg.bc.teacher:
+            assert isinstance(scn, Scenario)  # bc.teacher is refused above for the other levels' envs
             summary["bc"] = warm_start(cfg, scn, kwargs, model, masked, out)
             model.save(str(out / "bc_model.zip"))  # the warm start alone, for comparison
             write_meta(out / "bc_model.zip", _meta(cfg, eid, scn, kwargs, algo, int(model.num_timesteps)))
@@ -182,7 +196,7 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     return summary
 
 
-def _meta(cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], algo: str, steps: int) -> dict[str, Any]:
+def _meta(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any], algo: str, steps: int) -> dict[str, Any]:
     """What travels inside model.zip: the env id and the arguments that shape the policy's inputs and
     outputs (Cluster-v0: :data:`ENV_KEYS`; other envs: every argument but :data:`TRAIN_ONLY_KEYS`)."""
     env = ({k: kwargs.get(k) for k in ENV_KEYS} if eid == CLUSTER_V0
@@ -214,7 +228,7 @@ def warm_start(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], model: An
 
 
 
-def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], masked: bool, out: Path,
+def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any], masked: bool, out: Path,
                    n_envs: int) -> Any:
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 

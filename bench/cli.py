@@ -177,6 +177,7 @@ def run_level(cfg: DictConfig, raw: dict[str, Any], console: Console, out: Path,
     return run_level_bench(
         raw, [str(p) for p in cfg.policies] if cfg.policies else None, seeds, workloads, workers, out,
         bool(cfg.plots), [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None, console,
+        cfg.agent_path,
     )
 
 

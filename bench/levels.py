@@ -1,7 +1,9 @@
 """``gpusched-bench`` for scenarios of the levels below the cluster (``level: device`` or
 ``level: pipeline`` in the scenario file): every (policy, seed, workload) goes through that level's
 :class:`~gpusched_env.levels.LevelBench`, and the results are written and printed exactly as for a
-cluster scenario (results.json, results.csv, tables, *paper vs sim*, the level's plots)."""
+cluster scenario (results.json, results.csv, tables, *paper vs sim*, the level's plots). The policy
+``agent`` (with ``agent_path=FILE``) is a model trained by ``gpusched-train`` on this level's env and
+scenario, run through the env on the same runs (:mod:`agents.levels`)."""
 
 from __future__ import annotations
 
@@ -51,23 +53,45 @@ def load_level_scenario(raw: dict[str, Any]) -> tuple[LevelBench, LevelScenario]
     return lb, lb.load(body, str(raw.get("name", "")))
 
 
-def _run_one(level: str, scn: LevelScenario, task: Task) -> tuple[Task, LevelRun, float]:
+AGENT = "agent"
+
+
+def _run_one(level: str, scn: LevelScenario, task: Task, agent_path: str | None = None) -> tuple[Task, LevelRun, float]:
     t0 = time.perf_counter()
-    run = level_bench(level).run(scn, task.policy, task.seed, task.workload)
+    if task.policy == AGENT:
+        from agents.levels import cached_level_agent, run_level_agent
+
+        assert agent_path is not None  # checked by run_level_bench
+        run = run_level_agent(cached_level_agent(agent_path, level, scn), scn, task.seed, task.workload)
+    else:
+        run = level_bench(level).run(scn, task.policy, task.seed, task.workload)
     return task, run, time.perf_counter() - t0
+
+
+def check_agent(level: str, scn: LevelScenario, agent_path: str | None) -> None:
+    """Policy ``agent`` needs ``agent_path``, a model of this level's env and this scenario (ConfigError)."""
+    if not agent_path:
+        raise ConfigError("policies: policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")
+    from agents.levels import cached_level_agent
+
+    cached_level_agent(agent_path, level, scn)
 
 
 def run_level_bench(
     raw: dict[str, Any], policies: list[str] | None, seeds: list[int], workloads: list[int] | None,
     workers: int, out: Path, plots: bool, table_metrics: list[str] | None, console: Console,
+    agent_path: str | None = None,
 ) -> dict[str, Any]:
     """Run, write and print a device- or pipeline-level scenario; returns the results document."""
     level = level_of(raw)
     lb, scn = load_level_scenario(raw)
     policies = policies or list(scn.default_policies) or list(lb.POLICIES)
-    unknown = [p for p in policies if p not in lb.POLICIES]
+    unknown = [p for p in policies if p not in lb.POLICIES and p != AGENT]
     if unknown:
-        raise ConfigError(f"policies: {unknown} are not {level}-level policies; allowed: {', '.join(lb.POLICIES)}")
+        raise ConfigError(f"policies: {unknown} are not {level}-level policies; allowed: "
+                          f"{', '.join(lb.POLICIES)}, {AGENT} (with agent_path)")
+    if AGENT in policies:
+        check_agent(level, scn, agent_path)
     n = len(scn.workload_names)
     chosen = list(range(n)) if workloads is None else list(workloads)
     if any(not 0 <= w < n for w in chosen):
@@ -78,9 +102,10 @@ def run_level_bench(
     t0 = time.perf_counter()
     if workers > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(_run_one, [level] * len(tasks), [scn] * len(tasks), tasks))
+            done = list(pool.map(_run_one, [level] * len(tasks), [scn] * len(tasks), tasks,
+                                 [agent_path] * len(tasks)))
     else:
-        done = [_run_one(level, scn, t) for t in tasks]
+        done = [_run_one(level, scn, t, agent_path) for t in tasks]
     wall = time.perf_counter() - t0
     results = [TaskResult(t, scn.workload_names[t.workload], r.metrics, wall_s=w) for t, r, w in done]
     block = aggregate(scn, results, seeds)  # type: ignore[arg-type]

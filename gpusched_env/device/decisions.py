@@ -10,9 +10,10 @@ decision point and an outside agent picks what launches next.
   queues of a context with a free stream serves next (``0..7``, non-empty only), or ``8`` hold (leave
   the context's streams idle until the next event; valid only when only LP stages wait there).
   Always serving the first non-empty queue is DARIS.
-Reward terms: ``violations`` (HP requests over their SLO / jobs past their deadline, counted when
-they end or at the run's end) and ``be_progress`` (BE iterations ÷ its standalone iterations in the
-run, or LP jobs done ÷ LP jobs released).
+Reward terms: ``violations`` (HP requests over their SLO, counted when they end / jobs past their
+deadline, counted when the deadline passes unfinished or when they end late) and ``be_progress`` (BE work done ÷ its standalone iterations in the
+run, the running iteration counted by the share of its standalone kernel time completed, so the
+signal follows each kernel group rather than whole iterations; or LP jobs done ÷ LP jobs released).
 """
 
 from __future__ import annotations
@@ -65,8 +66,10 @@ class PairDriver:
 
     def __init__(self, setup: PairSetup, mechanism: str = "mps_priority", params: dict | None = None,
                  slo_factor: float = 2.0) -> None:
+        self.report_slo = setup.hp_slo_factor is not None  # the scenario's SLO metrics, as the bench reports them
         self.setup = setup if setup.hp_slo_factor is not None else replace(setup, hp_slo_factor=slo_factor)
         self.mech_name, self.params = mechanism, params
+        self._result: tuple[dict[str, float], dict[str, list[float]]] | None = None
 
     def reset(self, seed: int) -> None:
         self.seed = seed
@@ -76,7 +79,9 @@ class PairDriver:
         self.gate = Gated(make_mechanism(self.mech_name, self.params))
         self.sim = DeviceSim(device_gpu(self.setup.gpu_type), [replace(hp, slo_s=slo), be], self.gate)
         self.solo_be = max(1, standalone(self.setup, seed)[1].client("be").iterations)
-        self.held, self.ended, self.counted = False, False, (0, 0)
+        self.be_cum = np.concatenate([[0.0], np.cumsum(be.seq.dur_s)]) / max(float(np.sum(be.seq.dur_s)), 1e-12)
+        self.held, self.ended, self.counted = False, False, (0, 0.0)
+        self._result = None
 
     def pending(self) -> list[int]:
         return [i for i, c in enumerate(self.sim.clients) if c.phase == READY and not c.started
@@ -110,10 +115,11 @@ class PairDriver:
 
     def terms(self) -> tuple[float, float]:
         """(new violations, new BE progress) since the last call."""
-        hp, be = self.sim.clients[0].stats, self.sim.clients[1].stats
+        hp, be = self.sim.clients[0].stats, self.sim.clients[1]
         miss = len(hp.latencies_s) - hp.slo_met
-        d = (miss - self.counted[0], (be.iterations - self.counted[1]) / self.solo_be)
-        self.counted = (miss, be.iterations)
+        done = be.stats.iterations + float(self.be_cum[be.idx])
+        d = (miss - self.counted[0], (done - self.counted[1]) / self.solo_be)
+        self.counted = (miss, done)
         return float(d[0]), float(d[1])
 
     def obs(self) -> np.ndarray:
@@ -131,9 +137,18 @@ class PairDriver:
         return out
 
     def metrics(self) -> dict[str, float]:
-        hp_solo, be_solo = standalone(self.setup, self.seed)
-        gpu = device_gpu(self.setup.gpu_type)
-        return pair_metrics([self.sim.finish()], hp_solo, be_solo, gpu, False, True)[0]
+        """The run's metrics, with the keys ``gpusched-bench`` reports for the scenario."""
+        if self._result is None:
+            hp_solo, be_solo = standalone(self.setup, self.seed)
+            gpu = device_gpu(self.setup.gpu_type)
+            self._result = pair_metrics([self.sim.finish()], hp_solo, be_solo, gpu, False, self.report_slo)
+        return self._result[0]
+
+    def series(self) -> dict[str, list[float]]:
+        """The run's plot series (HP latencies), as ``gpusched-bench`` keeps them."""
+        self.metrics()
+        assert self._result is not None
+        return self._result[1]
 
 
 class DarisDriver:
@@ -184,8 +199,10 @@ class DarisDriver:
         return True
 
     def terms(self) -> tuple[float, float]:
+        """(new violations, new LP progress) since the last call; a job counts as a violation as soon
+        as its deadline passes unfinished (not only when it ends late), so starving it is felt at once."""
         st = self.sim.stats
-        late, lp_done = st[True].late + st[False].late, st[False].completed
+        late, lp_done = st[True].late + st[False].late + self.sim.overdue(), st[False].completed
         d = (late - self.counted[0], (lp_done - self.counted[1]) / self.lp_total)
         self.counted = (late, lp_done)
         return float(d[0]), float(d[1])
@@ -205,6 +222,10 @@ class DarisDriver:
 
     def metrics(self) -> dict[str, float]:
         return stage_metrics(self.sim)
+
+    def series(self) -> dict[str, list[float]]:
+        """No plot series (the taskset plots use metrics only)."""
+        return {}
 
 
 def first_choice(mask: np.ndarray) -> int:

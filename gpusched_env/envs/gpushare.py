@@ -29,8 +29,8 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
     DARIS stage model, :mod:`gpusched_env.device.daris`). The agent is the device-level scheduler
     (:mod:`gpusched_env.device.decisions`): at every decision point (a request arrival, a kernel
     group or stage completion, a queued BE group or a free stream) it picks the next launch, or holds
-    BE / LP work back until the next event. A pair episode uses workload ``workload`` (or a random
-    one per episode); the base sharing mechanism (``mechanism``, default ``mps_priority``) sets the
+    BE / LP work back until the next event. A pair episode uses workload ``workload`` (or one drawn
+    per episode from ``workloads``, default all); the base sharing mechanism (``mechanism``, default ``mps_priority``) sets the
     SM shares of what was launched. A taskset episode runs DARIS's admission and contexts.
 
     ## Action Space
@@ -55,25 +55,30 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
     ## Rewards
 
     ``−violations + λ · be_progress`` per step (λ = ``be_weight``, default 1): violations = HP
-    requests over their SLO (``slo_factor`` × standalone request time, default the scenario's or 2)
-    or jobs past their deadline, counted when they end (or, unfinished, at the end); be_progress = BE
-    iterations ÷ its standalone iterations in the run, or LP jobs done ÷ LP jobs released.
+    requests over their SLO (``slo_factor`` × standalone request time, default the scenario's or 2),
+    counted when they end (or, unfinished, at the end), or jobs past their deadline, counted when the
+    deadline passes unfinished or when they end late; be_progress = BE
+    work done ÷ its standalone iterations in the run (the running iteration counted by the share of its
+    standalone kernel time completed, kernel group by kernel group), or LP jobs done ÷ LP jobs released.
 
     ## Starting State
 
     ``reset(seed=s)`` runs seed ``s`` of the scenario (arrivals, phases, kernel shapes from
-    ``SeedSequence(s)``); without a seed, one drawn from ``np_random``.
+    ``SeedSequence(s)``), as ``gpusched-bench`` runs seed ``s``; without a seed, one drawn from
+    ``run_seeds`` if given, else from ``np_random``.
 
     ## Episode End
 
-    Terminated at the scenario's ``duration_s`` (or the ``duration_s`` argument). Never truncated.
-    ``info["metrics"]`` holds the run's device metrics at the end.
+    Terminated at the scenario's ``duration_s`` (or the ``duration_s`` argument); truncated after
+    ``max_steps`` steps if set. ``info["metrics"]`` holds the run's device metrics at the end (the
+    same keys as ``gpusched-bench``'s run), ``info["series"]`` its plot series.
 
     ## Arguments
 
-    ``scenario`` (name or typed device scenario), ``workload`` (index or None = random),
-    ``mechanism`` (pairs' base mechanism), ``slo_factor``, ``be_weight``, ``invalid_penalty``,
-    ``duration_s``.
+    ``scenario`` (name or typed device scenario), ``workload`` (index or None = drawn from
+    ``workloads``), ``workloads`` (pool of indices, None = all), ``run_seeds`` (pool of run seeds or
+    None), ``mechanism`` (pairs' base mechanism), ``slo_factor``, ``be_weight``, ``invalid_penalty``,
+    ``duration_s``, ``max_steps``.
 
     ## Version History
 
@@ -84,13 +89,22 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
 
     def __init__(self, scenario: str | DeviceScenario | DarisScenario = "tally_pairs", workload: int | None = None,
                  mechanism: str = "mps_priority", slo_factor: float | None = None, be_weight: float = 1.0,
-                 duration_s: float | None = None, invalid_penalty: float = 1.0) -> None:
+                 duration_s: float | None = None, invalid_penalty: float = 1.0, workloads: list[int] | None = None,
+                 run_seeds: list[int] | None = None, max_steps: int | None = None) -> None:
         super().__init__()
         scn = _load(scenario) if isinstance(scenario, str) else scenario
         if duration_s is not None:
             scn = replace(scn, duration_s=float(duration_s))
         if workload is not None and not 0 <= workload < len(scn.workload_names):
             raise ValueError(f"workload must be in [0, {len(scn.workload_names) - 1}] or None, got {workload}")
+        n_wl = len(scn.workload_names)
+        self.workloads = list(range(n_wl)) if workloads is None else [int(w) for w in workloads]
+        if not self.workloads or any(not 0 <= w < n_wl for w in self.workloads):
+            raise ValueError(f"workloads must be indices in 0..{n_wl - 1}, got {workloads}")
+        self.run_seeds = None if run_seeds is None else [int(s) for s in run_seeds]
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        self.max_steps, self._steps = max_steps, 0
         if mechanism not in device_bench.PAIR_POLICIES or mechanism == "mps_be50":
             raise ValueError(f"mechanism must be one of {list(device_bench.PAIR_POLICIES[:-1])}, got {mechanism!r}")
         self.scn, self.workload, self.mechanism, self.be_weight = scn, workload, mechanism, float(be_weight)
@@ -110,8 +124,14 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        run_seed = seed if seed is not None else int(self.np_random.integers(2**31 - 1))
-        w = self.workload if self.workload is not None else int(self.np_random.integers(len(self.scn.workload_names)))
+        if seed is not None:
+            run_seed = seed
+        elif self.run_seeds:
+            run_seed = int(self.np_random.choice(self.run_seeds))
+        else:
+            run_seed = int(self.np_random.integers(2**31 - 1))
+        w = self.workload if self.workload is not None else int(self.np_random.choice(self.workloads))
+        self._steps = 0
         self.driver = self._make_driver(w)
         self.driver.reset(run_seed)
         self.driver.advance()
@@ -136,12 +156,14 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
             self.driver.apply(a)
             self.driver.advance()
         miss, be = self.driver.terms()
+        self._steps += 1
         info = self._info()
         info["invalid"] = invalid
         if self.driver.ended:
-            info["metrics"] = self.driver.metrics()
+            info["metrics"], info["series"] = self.driver.metrics(), self.driver.series()
         reward = -miss + self.be_weight * be - (self.invalid_penalty if invalid else 0.0)
-        return self.driver.obs(), reward, self.driver.ended, False, info
+        trunc = not self.driver.ended and self.max_steps is not None and self._steps >= self.max_steps
+        return self.driver.obs(), reward, self.driver.ended, trunc, info
 
     def _info(self) -> dict[str, Any]:
         return {"action_mask": self.action_masks(), "time_s": float(self.driver.sim.t) if self.driver else 0.0}

@@ -10,11 +10,12 @@ import yaml
 from gymnasium import spaces
 
 from gpusched_env.pipeline import greedy
+from gpusched_env.pipeline.bench import workload_rng
 from gpusched_env.pipeline.config import PipelineScenario
 from gpusched_env.pipeline.config import load as load_pipeline
 from gpusched_env.pipeline.dynamics import Workload, conditions, random_trace
-from gpusched_env.pipeline.execute import execute
-from gpusched_env.pipeline.run import jitter_scales
+from gpusched_env.pipeline.execute import IterationResult, execute
+from gpusched_env.pipeline.run import RunSummary, jitter_scales
 from gpusched_env.pipeline.warmup import adaptra_warmup, zb_warmup
 from gpusched_env.scenario import CONF_DIR
 
@@ -55,17 +56,24 @@ class PipelineEnv(gym.Env[np.ndarray, np.ndarray]):
     ## Starting State
 
     Healthy observation; the trace comes from ``np_random`` (seeded by ``reset(seed=...)``), as
-    does the per-operation jitter. ``reset(options={"workload": i})`` runs the scenario's workload
-    ``i`` instead of a random trace.
+    does the per-operation jitter; without a seed and with ``run_seeds``, from
+    ``SeedSequence(run_seed)`` of a run seed drawn from that pool. ``reset(options={"workload": i})``
+    (or a pool ``workloads`` of case indices) runs the scenario's workload (case) ``i`` instead of a
+    random trace; with ``reset(seed=s)`` its jitter is drawn exactly as ``gpusched-bench`` draws it
+    for seed ``s`` (:func:`gpusched_env.pipeline.bench.workload_rng`).
 
     ## Episode End
 
-    Terminated after the trace's iterations (``scenario.env.iterations`` for random traces).
-    Never truncated.
+    Terminated after the trace's iterations (``scenario.env.iterations`` for random traces);
+    truncated after ``max_steps`` steps if set. At the end ``info["metrics"]`` holds the run's
+    pipeline metrics (``iteration_time_ms``, ``throughput_samples_s``, bubble fractions, peak
+    activations: the keys of ``gpusched-bench``) and ``info["series"]`` the iteration times.
 
     ## Arguments
 
-    ``scenario`` (name or :class:`~gpusched_env.pipeline.config.PipelineScenario`).
+    ``scenario`` (name or :class:`~gpusched_env.pipeline.config.PipelineScenario`), ``workloads``
+    (case indices run instead of random traces, one drawn per episode; None = random traces),
+    ``run_seeds`` (pool of run seeds or None), ``max_steps``.
 
     ## Version History
 
@@ -74,9 +82,18 @@ class PipelineEnv(gym.Env[np.ndarray, np.ndarray]):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(self, scenario: str | PipelineScenario = "adaptra_14b") -> None:
+    def __init__(self, scenario: str | PipelineScenario = "adaptra_14b", workloads: list[int] | None = None,
+                 run_seeds: list[int] | None = None, max_steps: int | None = None) -> None:
         super().__init__()
         self.scn = _load(scenario) if isinstance(scenario, str) else scenario
+        n_wl = len(self.scn.workloads)
+        if workloads is not None and (not workloads or any(not 0 <= int(w) < n_wl for w in workloads)):
+            raise ValueError(f"workloads must be case indices in 0..{n_wl - 1} or None, got {workloads}")
+        self.workloads = None if workloads is None else [int(w) for w in workloads]
+        self.run_seeds = None if run_seeds is None else [int(s) for s in run_seeds]
+        if max_steps is not None and max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
+        self.max_steps = max_steps
         self.model = self.scn.job.model().with_conditions(comm="cpu", split_backward=True)
         self.S, self.M = self.model.stages, self.model.microbatches
         self.max_warm = min(self.M, self.model.activation_limit)
@@ -86,16 +103,26 @@ class PipelineEnv(gym.Env[np.ndarray, np.ndarray]):
         self._i = 0
         self._seen = (self.model.link_delay_ms, self.model.slowdown)
         self._last_ms = 0.0
+        self._rng = self.np_random
+        self._results: list[IterationResult] = []
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         options = options or {}
-        if "workload" in options:
-            self._wl = self.scn.workloads[int(options["workload"])]
+        run_seed = seed if seed is not None or not self.run_seeds else int(self.np_random.choice(self.run_seeds))
+        case = options.get("workload")
+        if case is None and self.workloads is not None:
+            case = int(self.np_random.choice(self.workloads))
+        if case is not None:
+            self._wl = self.scn.workloads[int(case)]
+            n = len(self.scn.workloads)
+            self._rng = self.np_random if run_seed is None else workload_rng(run_seed, int(case), n)
         else:
+            self._rng = self.np_random if run_seed is None or seed is not None else np.random.default_rng(run_seed)
             e = self.scn.env
-            self._wl = random_trace(self.np_random, self.S, e.iterations, e.delays_ms, e.change_prob)
+            self._wl = random_trace(self._rng, self.S, e.iterations, e.delays_ms, e.change_prob)
         self._i = 0
+        self._results = []
         self._seen = (self.model.link_delay_ms, self.model.slowdown)
         self._last_ms = 0.0
         return self._obs(), {"action_mask": self.action_masks()}
@@ -113,13 +140,19 @@ class PipelineEnv(gym.Env[np.ndarray, np.ndarray]):
         warm = tuple(int(x) + 1 for x in a)
         delay, slow = conditions(self._wl, self._i, self.S, self.scn.dynamics.host_path_delay_ms)
         orders, _ = greedy.plan(self.model.with_conditions(*self._seen), warm)
-        scale = jitter_scales(self.np_random, self.scn.dynamics.jitter_cv, self.S, self.M)
+        scale = jitter_scales(self._rng, self.scn.dynamics.jitter_cv, self.S, self.M)
         r = execute(self.model.with_conditions(delay, slow), orders, scale)
         self._seen, self._last_ms = (delay, slow), r.iteration_ms
+        self._results.append(r)
         self._i += 1
         done = self._i >= self._wl.iterations
-        info = {"action_mask": self.action_masks(), "iteration_ms": r.iteration_ms, "warmup": warm}
-        return self._obs(), -r.iteration_ms / 1000.0, done, False, info
+        info: dict[str, Any] = {"action_mask": self.action_masks(), "iteration_ms": r.iteration_ms, "warmup": warm}
+        if done:
+            summary = RunSummary(tuple(x.iteration_ms for x in self._results), tuple(self._results), 0)
+            info["metrics"] = summary.metrics(self.M * self.scn.job.microbatch_size)
+            info["series"] = {"iteration_ms": list(summary.iteration_ms)}
+        trunc = not done and self.max_steps is not None and self._i >= self.max_steps
+        return self._obs(), -r.iteration_ms / 1000.0, done, trunc, info
 
     def adaptra_action(self) -> np.ndarray:
         """Adaptra's warm-up rule for the delays observed so far, as an action."""

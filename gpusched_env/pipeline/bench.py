@@ -59,10 +59,11 @@ def steady_timeline(scn: PipelineScenario, policy: str, workload: int):
 
 
 def plot(scn: PipelineScenario, runs: list[tuple[str, int, int, LevelRun]], out_dir: Path) -> list[Path]:
-    """A timeline of one iteration of each schedule per workload run, and iteration-time bars."""
+    """A timeline of one iteration of each schedule per workload run (policies that are not one of
+    :data:`POLICIES`, e.g. a learned agent, have no fixed plan to draw), and iteration-time bars."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    policies = list(dict.fromkeys(p for p, *_ in runs))
+    policies = [p for p in dict.fromkeys(p for p, *_ in runs) if p in SCHEDULES]
     workloads = sorted({w for _, _, w, _ in runs})
     paths = []
     for w in workloads:

@@ -158,6 +158,11 @@ class StageSim:
     def free(self, part: int) -> int:
         return self.parts[part].slots - self.busy[part]
 
+    def overdue(self) -> int:
+        """Admitted jobs due within the run, past their deadline now and still unfinished (each will
+        count as ``late`` when it finishes or at the run's end)."""
+        return sum(1 for job in self._pending.values() if self.t > job.deadline + EPS)
+
     # -- internals ------------------------------------------------------------------------------
     def _release(self, t: float, i: int, jit: float) -> None:
         tk = self.tasks[i]
