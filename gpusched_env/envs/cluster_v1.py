@@ -53,9 +53,8 @@ class ClusterV1Env(ClusterEnv):
     is a **round point** when at least ``round_s`` has passed since the last round point (the
     heuristics' rule, :class:`RoundClock`); preemptions and re-placements are valid only at round
     points, starts at every point (as the round-based heuristics preempt only at rounds and fill
-    free GPUs between them). Points are passed over when nothing is valid: between rounds when no
-    start is possible, at a round point when additionally nothing is queued (a preemption could
-    only idle GPUs). Design choice, for learning: the agent edits the running set (start / preempt
+    free GPUs between them), and only when some job is queued (a lift could otherwise only idle GPUs
+    or move a job for nothing). Points at which nothing but "done" is valid are passed over. Design choice, for learning: the agent edits the running set (start / preempt
     / re-place a few jobs, then "done"), running jobs keep their GPUs by default, so a step is one
     change and an episode is about as long as the number of changes, not of (round x job) pairs.
 

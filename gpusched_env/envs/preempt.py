@@ -26,7 +26,8 @@ the running jobs not lifted or restarted in this batch, *largest* key first (the
 preempt first). The window order uses a job's length only when ``clairvoyant``.
 
 **Actions** (``Discrete(K*P + R + 1)``, ``P`` placement options): ``s*P + o`` starts start slot
-``s`` with option ``o``; ``K*P + i`` lifts running slot ``i`` (round points only); the last is
+``s`` with option ``o``; ``K*P + i`` lifts running slot ``i`` (only at round points at which some
+job is queued: otherwise a lift could only idle GPUs or move a job for nothing); the last is
 "done", masked only when the batch would leave the cluster idle while a start is possible.
 
 **Observation** (float32, finite, clipped to ``[-1, 10]``), concatenated:
@@ -90,6 +91,7 @@ class PreemptBuilder:
         self.clairvoyant = bool(clairvoyant)
         self.is_round = bool(is_round)
         self.migrations = bool(migrations)
+        self._may_lift = self.is_round and bool(view.pending)  # a lift with nothing queued can only idle GPUs
         self.topo = view.topology
         self.n_opts = len(options)
         self.lift0 = self.k * self.n_opts
@@ -249,7 +251,7 @@ class PreemptBuilder:
         if n:
             m[: n * p].reshape(n, p)[:] = np.where(self.options.exclusive, ex[:, None], sh[:, None])
         any_start = bool(m[: self.lift0].any())
-        if self.is_round and self._rwin:
+        if self._may_lift and self._rwin:
             m[self.lift0 : self.lift0 + len(self._rwin)] = True
         running_after = len(self._running) - len(self._lifted) + self._n_started
         m[-1] = bool(running_after > 0 or not any_start)
