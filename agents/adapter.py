@@ -91,7 +91,7 @@ def predict(model: Any, obs: np.ndarray, mask: np.ndarray, masked: bool) -> int:
 class AgentPolicy:
     """A trained model as a :class:`gpusched_env.policy.Policy` (sticky starts, no preemption)."""
 
-    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario) -> None:
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
         env = dict(meta.get("env", {}))
         self.name = "agent"
         self.model = model
@@ -104,7 +104,7 @@ class AgentPolicy:
         self.fifo_slots = int(env.get("fifo_slots", 8))
         self.max_actions = int(env.get("max_actions_per_decision", 64))
         pal = env.get("pal")
-        self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params(scn, pal))
+        self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params(scn, pal, workload))
         self.cache = JobCache()
         self._n = 0
 
@@ -125,7 +125,7 @@ class AgentPolicy:
 class PreemptAgentPolicy:
     """A trained ``gpusched/Cluster-v1`` model as a policy (starts, preemptions, migrations)."""
 
-    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario) -> None:
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
         env = dict(meta.get("env", {}))
         self.name = "agent"
         self.model = model
@@ -141,7 +141,7 @@ class PreemptAgentPolicy:
         self.clairvoyant = bool(env.get("clairvoyant", False))
         self.migrations = bool(env.get("migrations", True))
         self.max_actions = int(env.get("max_actions_per_decision") or 128)
-        self.options = OptionSet(tuple(env.get("options") or OPTION_NAMES), pal_params(scn, env.get("pal")))
+        self.options = OptionSet(tuple(env.get("options") or OPTION_NAMES), pal_params(scn, env.get("pal"), workload))
         self.cache = JobCache()
         self.clock = RoundClock(self.round_s)
         self._n = 0
@@ -175,8 +175,11 @@ def describe_agent(path: str | Path) -> dict[str, Any]:
             "bc_teacher": meta.get("bc_teacher")}
 
 
-def load_agent_policy(path: str | Path, scn: Scenario, **params: Any) -> AgentPolicy | PreemptAgentPolicy:
-    """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip)."""
+def load_agent_policy(
+    path: str | Path, scn: Scenario, *, workload: int = 0, **params: Any
+) -> AgentPolicy | PreemptAgentPolicy:
+    """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip),
+    for workload number ``workload`` of ``scn`` (its PAL option plans with that workload's lf)."""
     if params:
         raise ConfigError(f"scenario.policies.agent: unknown parameter(s) for policy 'agent': {sorted(params)}")
     import torch
@@ -192,9 +195,9 @@ def load_agent_policy(path: str | Path, scn: Scenario, **params: Any) -> AgentPo
     env_id = str(meta.get("env_id", ENV_V0))
     policy: AgentPolicy | PreemptAgentPolicy
     if env_id == ENV_V1:
-        policy = PreemptAgentPolicy(model, meta, scn)
+        policy = PreemptAgentPolicy(model, meta, scn, workload)
     elif env_id == ENV_V0:
-        policy = AgentPolicy(model, meta, scn)
+        policy = AgentPolicy(model, meta, scn, workload)
     else:
         raise ConfigError(f"agent_path {str(path)!r}: env_id {env_id!r} in {META_MEMBER}; known: {[ENV_V0, ENV_V1]}")
     check_shapes(policy, model, meta, scn, path)

@@ -1,4 +1,7 @@
-"""``gpusched-train``: train a learned scheduler on ``gpusched/Cluster-v0`` (Hydra app, conf/train.yaml).
+"""``gpusched-train``: train a learned scheduler on a gpusched env (Hydra app, conf/train.yaml).
+
+The env is a config group (``conf/env/NAME.yaml``: its registered ``id`` and the env's arguments);
+``env=cluster`` (``gpusched/Cluster-v0``) is the default.
 
     gpusched-train scenario=pal_philly agent=maskable_ppo total_timesteps=200000 seed=0 out_dir=DIR
     gpusched-train ... resume=true                  # continue from DIR/checkpoints (last one)
@@ -27,7 +30,11 @@ from omegaconf import DictConfig, OmegaConf
 from gpusched_env.config_util import ConfigError
 from gpusched_env.scenario import CONF_DIR, Scenario, load_scenario
 
+CLUSTER_V0 = "gpusched/Cluster-v0"
+CLUSTER_V1 = "gpusched/Cluster-v1"
+BC_ENVS = (CLUSTER_V0, CLUSTER_V1)  # envs with a behaviour-cloning warm start (agents/bc.py)
 ENV_KEYS = ("queue_slots", "fifo_slots", "options", "max_actions_per_decision")
+TRAIN_ONLY_KEYS = ("workloads", "run_seeds", "max_steps")  # where and how long to train, not the policy
 
 
 def scenario_of(cfg: DictConfig) -> Scenario:
@@ -35,21 +42,36 @@ def scenario_of(cfg: DictConfig) -> Scenario:
     return load_scenario(raw)
 
 
+def env_id(cfg: DictConfig) -> str:
+    """The registered env id of ``cfg.env`` (a ConfigError naming ``env.id`` if it is not one)."""
+    import gymnasium as gym
+
+    import gpusched_env  # noqa: F401  (registers the envs)
+
+    eid = cfg.env.get("id")
+    known = sorted(k for k in gym.registry if k.startswith("gpusched/"))
+    if eid not in known:
+        raise ConfigError(f"env.id must be one of {known} (conf/env/NAME.yaml), got {eid!r}")
+    return str(eid)
+
+
 def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """The env's arguments: ``cfg.env`` less its ``id``."""
     e: dict[str, Any] = OmegaConf.to_container(cfg.env, resolve=True)  # type: ignore[assignment]
+    e.pop("id", None)
     if e.get("options") is not None:
         e["options"] = list(e["options"])
     return e
 
 
-def make_env_fn(scn: Scenario, kwargs: dict[str, Any], seed: int, rank: int) -> Any:
+def make_env_fn(eid: str, scn: Scenario, kwargs: dict[str, Any], seed: int, rank: int) -> Any:
     def _init() -> Any:
         import gymnasium as gym
         from stable_baselines3.common.monitor import Monitor
 
-        import gpusched_env  # noqa: F401  (registers the env)
+        import gpusched_env  # noqa: F401  (registers the envs)
 
-        env = gym.make("gpusched/Cluster-v0", scenario=scn, **kwargs)
+        env = gym.make(eid, scenario=scn, **kwargs)
         env.reset(seed=seed + 1000 * rank)
         env.action_space.seed(seed + rank)
         return Monitor(env)
@@ -100,6 +122,9 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ConfigError(f"{key} must be >= 1, got {v}")
     _algo_class(str(cfg.agent.algo))
+    eid = env_id(cfg)
+    if cfg.bc.teacher and eid not in BC_ENVS:
+        raise ConfigError(f"bc.teacher: the BC warm start is built for {' and '.join(BC_ENVS)} only, not env.id={eid!r}")
     scn = scenario_of(cfg)  # a bad scenario is named before anything is written
     torch.set_num_threads(int(cfg.torch_threads))
     out.mkdir(parents=True, exist_ok=True)
@@ -110,7 +135,7 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     algo = str(cfg.agent.algo)
     masked = algo == "maskable_ppo"
     n_envs = int(cfg.n_envs)
-    fns = [make_env_fn(scn, kwargs, seed, i) for i in range(n_envs)]
+    fns = [make_env_fn(eid, scn, kwargs, seed, i) for i in range(n_envs)]
     venv: Any = SubprocVecEnv(fns) if cfg.vec_env == "subprocess" and n_envs > 1 else DummyVecEnv(fns)
     Algo = _algo_class(algo)
     ckpt_dir = out / "checkpoints"
@@ -128,9 +153,9 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
         model = Algo(cfg.agent.policy, venv, seed=seed, device=cfg.device, verbose=0,
                      tensorboard_log=str(out / "tb"), **params)
         if cfg.bc.teacher:
-            summary["bc"] = warm_start(cfg, scn, kwargs, model, masked, out)
+            summary["bc"] = warm_start(cfg, eid, scn, kwargs, model, masked, out)
             model.save(str(out / "bc_model.zip"))  # the warm start alone, for comparison
-            write_meta(out / "bc_model.zip", _meta(cfg, scn, kwargs, algo, int(model.num_timesteps)))
+            write_meta(out / "bc_model.zip", _meta(cfg, eid, scn, kwargs, algo, int(model.num_timesteps)))
     t0 = time.perf_counter()
     start_steps = int(model.num_timesteps)
     callbacks: list[BaseCallback] = [
@@ -140,7 +165,7 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if cfg.max_train_minutes:
         callbacks.append(_WallClock(float(cfg.max_train_minutes) * 60.0))
     if cfg.eval.enabled:
-        callbacks.append(_eval_callback(cfg, scn, kwargs, masked, out, n_envs))
+        callbacks.append(_eval_callback(cfg, eid, scn, kwargs, masked, out, n_envs))
     remaining = int(cfg.total_timesteps) - start_steps
     if remaining > 0:
         model.learn(remaining, callback=CallbackList(callbacks), reset_num_timesteps=not resumed,
@@ -148,7 +173,7 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     steps = int(model.num_timesteps) - start_steps
     model.save(str(out / "model.zip"))
-    write_meta(out / "model.zip", _meta(cfg, scn, kwargs, algo, int(model.num_timesteps)))
+    write_meta(out / "model.zip", _meta(cfg, eid, scn, kwargs, algo, int(model.num_timesteps)))
     if isinstance(venv, VecNormalize):
         venv.save(str(out / "vecnormalize.pkl"))
     summary.update({"rl_steps": steps, "rl_wall_s": round(wall, 1),
@@ -159,22 +184,34 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     return summary
 
 
-def _meta(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], algo: str, steps: int) -> dict[str, Any]:
-    return {"algo": algo, "scenario": scn.name, "env": {k: kwargs.get(k) for k in ENV_KEYS},
-            "seed": int(cfg.seed), "num_timesteps": steps}
+def _meta(cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], algo: str, steps: int) -> dict[str, Any]:
+    """What travels inside model.zip: the env id and the arguments that shape the policy's inputs and
+    outputs (Cluster-v0: :data:`ENV_KEYS`; other envs: every argument but :data:`TRAIN_ONLY_KEYS`)."""
+    env = ({k: kwargs.get(k) for k in ENV_KEYS} if eid == CLUSTER_V0
+           else {k: v for k, v in kwargs.items() if k not in TRAIN_ONLY_KEYS})
+    return {"algo": algo, "env_id": eid, "scenario": scn.name, "env": env,
+            "seed": int(cfg.seed), "num_timesteps": steps, "bc_teacher": cfg.bc.teacher or None}
 
 
-def warm_start(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, out: Path) -> dict[str, Any]:
-    """Behaviour cloning of ``cfg.bc.teacher`` on the training workloads (see :mod:`agents.bc`)."""
-    from agents.bc import accuracy, clone, collect, make_teacher
+def warm_start(
+    cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, out: Path
+) -> dict[str, Any]:
+    """Behaviour cloning of ``cfg.bc.teacher`` on the training workloads (see :mod:`agents.bc`):
+    through Cluster-v0 (starts) or Cluster-v1 (starts, preemptions, migrations)."""
+    from agents.bc import accuracy, clone, collect, collect_v1, make_teacher
     from gpusched_env.envs.cluster import ClusterEnv
+    from gpusched_env.envs.cluster_v1 import ClusterV1Env
 
     if not cfg.agent.bc_supported:
         raise ValueError(f"bc.teacher is set but agent {cfg.agent.name} has no BC warm start (use maskable_ppo or ppo)")
     t0 = time.perf_counter()
-    env = ClusterEnv(scn, **kwargs)
     teacher = str(cfg.bc.teacher)
-    data = collect(env, lambda run_seed: make_teacher(teacher, scn, run_seed), int(cfg.bc.episodes), int(cfg.seed) + 7)
+    episodes, seed = int(cfg.bc.episodes), int(cfg.seed) + 7
+    if eid == CLUSTER_V1:
+        data = collect_v1(ClusterV1Env(scn, **kwargs), lambda run_seed: make_teacher(teacher, scn, run_seed),
+                          episodes, seed)
+    else:
+        data = collect(ClusterEnv(scn, **kwargs), lambda run_seed: make_teacher(teacher, scn, run_seed), episodes, seed)
     t1 = time.perf_counter()
     losses = clone(model.policy, data, int(cfg.bc.epochs), int(cfg.bc.batch_size), float(cfg.bc.learning_rate),
                    int(cfg.seed), masked)
@@ -187,7 +224,8 @@ def warm_start(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], model: An
 
 
 
-def _eval_callback(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], masked: bool, out: Path, n_envs: int) -> Any:
+def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], masked: bool, out: Path,
+                   n_envs: int) -> Any:
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     ev = dict(kwargs)
@@ -197,7 +235,7 @@ def _eval_callback(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], maske
         ev["run_seeds"] = [int(s) for s in cfg.eval.run_seeds]
     if cfg.eval.get("max_steps") is not None:
         ev["max_steps"] = int(cfg.eval.max_steps)
-    eval_env: Any = DummyVecEnv([make_env_fn(scn, ev, int(cfg.seed) + 99, 0)])
+    eval_env: Any = DummyVecEnv([make_env_fn(eid, scn, ev, int(cfg.seed) + 99, 0)])
     if cfg.normalize_reward:  # same wrapper type as training; returns stay raw (job-hours)
         eval_env = VecNormalize(eval_env, norm_obs=False, norm_reward=False, training=False)
     freq = max(1, int(cfg.eval.freq) // n_envs)

@@ -162,7 +162,8 @@ def paper_table(doc: dict[str, Any]) -> Table | None:
     paper = doc.get("paper")
     if not paper:
         return None
-    t = Table(title="paper vs sim")
+    unpublished = any(c["value"] is None for c in paper["claims"])
+    t = Table(title="paper vs sim", caption="n/p: not published (simulated value only)" if unpublished else None)
     for c in ("claim", "paper", "sim", "gap"):
         t.add_column(c, justify="left" if c == "claim" else "right")
     for c in paper["claims"]:
@@ -171,7 +172,8 @@ def paper_table(doc: dict[str, Any]) -> Table | None:
             gap = f"{'meets' if c['meets_bound'] else 'misses'} the {c['bound']} bound"
         else:
             gap = "-" if sim is None or not c["value"] else f"{(sim - c['value']) / abs(c['value']) * 100:+.0f}% rel"
-        t.add_row(c["claim"], f"{c['value']:+.3f}", "-" if sim is None else f"{sim:+.3f}", gap)
+        paper_txt = "n/p" if c["value"] is None else f"{c['value']:+.3f}"  # n/p: not published
+        t.add_row(c["claim"], paper_txt, "-" if sim is None else f"{sim:+.3f}", gap)
     return t
 
 

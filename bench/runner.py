@@ -39,16 +39,19 @@ class TaskResult:
     events_jobs: int = 0
 
 
-def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = None, **overrides: Any) -> Policy:
+def make_policy(
+    name: str, scn: Scenario, seed: int, agent_path: str | None = None, *, workload: int = 0, **overrides: Any
+) -> Policy:
     """A policy by registry name, with the scenario's parameters for it (``overrides`` win), the
-    scenario's round length and the run's policy RNG where the policy takes them."""
+    scenario's round length, the run's policy RNG and the locality penalty of workload number
+    ``workload``'s model (:meth:`Scenario.model_for`) where the policy takes them."""
     params = {**dict(scn.policies.get(name, {})), **overrides}
     if name == "agent":
         if not agent_path:
             raise ConfigError("policies: policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")
         from agents.adapter import load_agent_policy
 
-        return load_agent_policy(agent_path, scn, **params)
+        return load_agent_policy(agent_path, scn, workload=workload, **params)
     from baselines import get_policy, policy_params
 
     accepted = policy_params(name)
@@ -57,8 +60,9 @@ def make_policy(name: str, scn: Scenario, seed: int, agent_path: str | None = No
     rs = scn.round_for(name)
     if "round_s" in accepted and rs is not None:
         params.setdefault("round_s", rs)
-    if "lf" in accepted and scn.model.locality.mode == "constant":
-        params.setdefault("lf", scn.model.locality.lf)  # a policy plans with the penalty the model charges
+    locality = scn.model_for(workload).locality
+    if "lf" in accepted and locality.mode == "constant":
+        params.setdefault("lf", locality.lf)  # a policy plans with the penalty the model charges
     return get_policy(name, **params)
 
 
@@ -86,7 +90,7 @@ def simulate(
     topo = scn.cluster.topology()
     name, jobs = cached_workloads(scn, seed, topo)[workload]
     sim = Simulator(
-        topo, jobs, scn.model, seed=sim_seed(seed), checker=InvariantChecker() if check else None,
+        topo, jobs, scn.model_for(workload), seed=sim_seed(seed), checker=InvariantChecker() if check else None,
         max_jobs_per_gpu=scn.cluster.max_jobs_per_gpu,
     )
     run_policy(sim, policy)
@@ -95,7 +99,7 @@ def simulate(
 
 def run_task(scn: Scenario, task: Task, agent_path: str | None, check: bool, keep_series: bool) -> TaskResult:
     t0 = time.perf_counter()
-    policy = make_policy(task.policy, scn, task.seed, agent_path)
+    policy = make_policy(task.policy, scn, task.seed, agent_path, workload=task.workload)
     name, result = simulate(scn, policy, task.seed, task.workload, check)
     wall = time.perf_counter() - t0
     tl = None

@@ -42,6 +42,35 @@ def from_dict(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
         raise ConfigError(f"{where}: {e}") from e
 
 
+def override(obj: T, data: Mapping[str, Any] | None, where: str) -> T:
+    """A copy of the dataclass instance ``obj`` with the keys of ``data`` replaced.
+
+    A nested dataclass field given a mapping is overridden key by key (the keys it does not name keep
+    ``obj``'s values); any other value is converted as :func:`from_dict` converts it. Unknown keys
+    and bad values are ConfigErrors naming the dotted key under ``where``.
+    """
+    if data is None:
+        return obj
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__} {data!r}")
+    fields = {f.name for f in dataclasses.fields(obj)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; expected some of {sorted(fields)}")
+    hints = typing.get_type_hints(type(obj))
+    changes: dict[str, Any] = {}
+    for name, value in data.items():
+        current = getattr(obj, name)
+        if dataclasses.is_dataclass(current) and isinstance(value, Mapping):
+            changes[name] = override(current, value, f"{where}.{name}")
+        else:
+            changes[name] = _convert(hints[name], value, f"{where}.{name}")
+    try:
+        return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}: {e}") from e
+
+
 def _convert(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):

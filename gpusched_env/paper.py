@@ -25,16 +25,18 @@ class PaperClaim:
     (of the ratios; for ``value``, of the values), ``mean``, ``min`` or ``max``; ``workloads``
     restricts the claim to the named workloads (default: every workload the run has); ``bound``
     marks a published bound (``upper``: the result is at most ``value``; ``lower``: at least).
+    ``value: null`` lists a figure the paper does not publish next to the ones it does (e.g. the
+    middle of a sweep whose ends are published): its row shows the simulated value and no gap.
     """
 
     def meets(self, sim: float) -> bool | None:
         """Whether ``sim`` keeps a published bound (None for a plain value)."""
-        if not self.bound:
+        if not self.bound or self.value is None:
             return None
         return sim <= self.value + 1e-12 if self.bound == "upper" else sim >= self.value - 1e-12
 
     claim: str  # the published statement
-    value: float  # the published figure
+    value: float | None  # the published figure; null = not published (the table shows the simulated value only)
     metric: str = "avg_jct_s"  # metric compared
     policy: str = ""  # the paper's policy
     baseline: str = ""  # what it is compared against (unused for kind value)
@@ -51,6 +53,8 @@ class PaperClaim:
             raise ValueError(f"paper claim aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
         if self.bound not in ("", "upper", "lower"):
             raise ValueError(f"paper claim bound must be empty, upper or lower, got {self.bound!r}")
+        if self.bound and self.value is None:
+            raise ValueError(f"paper claim {self.claim!r}: a bound needs a value")
         if self.kind != "value" and not self.baseline:
             raise ValueError(f"paper claim {self.claim!r}: kind {self.kind} needs a baseline")
 

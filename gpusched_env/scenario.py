@@ -16,7 +16,7 @@ import numpy as np
 import yaml
 
 from gpusched_env.cluster.model import SimModel
-from gpusched_env.config_util import CONF_DIR, ConfigError, from_dict
+from gpusched_env.config_util import CONF_DIR, ConfigError, from_dict, override
 from gpusched_env.data import data_path
 from gpusched_env.paper import PaperClaim
 from gpusched_env.topology import NodeGroup, Topology
@@ -50,7 +50,9 @@ class WorkloadConfig:
     kind: ``synthetic_philly`` (generator fitted to Philly; ``n_jobs``, ``load`` or ``rate_per_hour``),
     ``philly`` (philly.csv; ``virtual_cluster``, ``start``, ``end``, ``limit``), ``pal`` (one workload
     per entry of ``paths``, optional untracked background load), ``openb`` (pod list ``paths[0]``),
-    ``inline`` (the ``jobs`` list, for hand-checked toy scenarios).
+    ``inline`` (the ``jobs`` list, for hand-checked toy scenarios). A ``pal`` path listed more than once
+    gives the same jobs (background included) each time, so workloads that differ only by their
+    ``scenario.model_per_workload`` entry run the same jobs (``pal_locality``).
 
     Optional job attributes (EaCO): ``model_mix`` = {model: weight} for ``philly`` (default
     :data:`~gpusched_env.workload.mix.DEFAULT_MODEL_MIX`); ``deadline_factor`` f gives a share
@@ -99,6 +101,7 @@ class Scenario:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     model: SimModel = field(default_factory=SimModel)
+    model_per_workload: dict[str, dict[str, Any]] = field(default_factory=dict)  # {workload name: {key of model: value}}: that workload runs under model with these keys replaced (nested keys one by one), e.g. lf-1.0: {locality: {lf: 1.0}}
     round_s: float | None = 360.0  # round length of round-based policies (PAL/Blox default); null = each policy's own
     policies: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-policy parameters
     default_policies: list[str] = field(default_factory=list)  # policies run when none are given
@@ -111,6 +114,16 @@ class Scenario:
         if w.kind != "pal":
             return [self.name]
         return list(w.names) if w.names else [Path(p).stem for p in w.paths]
+
+    def model_for(self, workload: int) -> SimModel:
+        """The physics workload number ``workload`` runs under: ``model`` with that workload's entry
+        of ``model_per_workload`` (keys of ``model``, nested ones key by key) applied. The one place
+        a run's model is chosen (the simulator's and the policies' view of it, e.g. PAL's ``lf``)."""
+        names = self.workload_names
+        if not 0 <= workload < len(names):
+            raise ConfigError(f"workload {workload}: out of range; {self.name} has {len(names)} workload(s)")
+        name = names[workload]
+        return override(self.model, self.model_per_workload.get(name), f"scenario.model_per_workload.{name}")
 
     def round_for(self, policy: str) -> float | None:
         """The round length ``policy`` runs with: ``policies.<policy>.round_s`` where the scenario
@@ -181,30 +194,44 @@ def check_scenario(scn: Scenario) -> None:
               "> 0 when background_jobs > 0", w.background_rate_per_hour)
     if w.names:
         _need(len(w.names) == len(w.paths), "scenario.workload.names", f"one name per path ({len(w.paths)})", w.names)
-    lf = m.locality.lf
-    _need(math.isfinite(lf) and lf >= 1.0, "scenario.model.locality.lf",
-          "a finite cross-node slowdown factor >= 1 (1 = no penalty)", lf)
-    _need(m.restart_cost_s >= 0, "scenario.model.restart_cost_s", ">= 0", m.restart_cost_s)
-    _need(m.start_cost_s >= 0, "scenario.model.start_cost_s", ">= 0", m.start_cost_s)
-    f = m.failures
-    if f.mtbf_h is not None:
-        _need(f.mtbf_h > 0, "scenario.model.failures.mtbf_h", "> 0 hours or null (no failures)", f.mtbf_h)
-    _need(f.repair_s >= 0, "scenario.model.failures.repair_s", ">= 0", f.repair_s)
-    _need(f.checkpoint_interval_s > 0, "scenario.model.failures.checkpoint_interval_s", "> 0", f.checkpoint_interval_s)
-    st = m.stragglers
-    _need(st.sample_s > 0, "scenario.model.stragglers.sample_s", "> 0", st.sample_s)
-    _need(0 <= st.fraction_scale, "scenario.model.stragglers.fraction_scale", ">= 0", st.fraction_scale)
-    v = m.variability
-    _need(0 <= v.outlier_prob <= 1, "scenario.model.variability.outlier_prob", "in [0, 1]", v.outlier_prob)
-    _need(v.outlier_factor > 0, "scenario.model.variability.outlier_factor", "> 0", v.outlier_factor)
-    _need(v.drift_sigma >= 0, "scenario.model.variability.drift_sigma", ">= 0", v.drift_sigma)
-    _need(v.drift_interval_s > 0, "scenario.model.variability.drift_interval_s", "> 0", v.drift_interval_s)
+    _check_model(m, "scenario.model")
+    names = scn.workload_names
+    if scn.model_per_workload:
+        _need(len(set(names)) == len(names), "scenario.workload.names",
+              "distinct workload names (scenario.model_per_workload is keyed by name)", names)
+    for name in scn.model_per_workload:
+        if name not in names:
+            raise ConfigError(f"scenario.model_per_workload.{name}: no workload of that name; "
+                              f"{scn.name}'s workloads are {names}")
+        _check_model(scn.model_for(names.index(name)), f"scenario.model_per_workload.{name}")
     if scn.round_s is not None:
         _need(scn.round_s > 0, "scenario.round_s", "> 0 seconds or null", scn.round_s)
     for name, params in scn.policies.items():
         rs = params.get("round_s") if isinstance(params, dict) else None
         if rs is not None:
             _need(isinstance(rs, (int, float)) and rs > 0, f"scenario.policies.{name}.round_s", "> 0 seconds", rs)
+
+
+def _check_model(m: SimModel, where: str) -> None:
+    """Range checks of one resolved model (``where``: its config key, e.g. ``scenario.model``)."""
+    lf = m.locality.lf
+    _need(math.isfinite(lf) and lf >= 1.0, f"{where}.locality.lf",
+          "a finite cross-node slowdown factor >= 1 (1 = no penalty)", lf)
+    _need(m.restart_cost_s >= 0, f"{where}.restart_cost_s", ">= 0", m.restart_cost_s)
+    _need(m.start_cost_s >= 0, f"{where}.start_cost_s", ">= 0", m.start_cost_s)
+    f = m.failures
+    if f.mtbf_h is not None:
+        _need(f.mtbf_h > 0, f"{where}.failures.mtbf_h", "> 0 hours or null (no failures)", f.mtbf_h)
+    _need(f.repair_s >= 0, f"{where}.failures.repair_s", ">= 0", f.repair_s)
+    _need(f.checkpoint_interval_s > 0, f"{where}.failures.checkpoint_interval_s", "> 0", f.checkpoint_interval_s)
+    st = m.stragglers
+    _need(st.sample_s > 0, f"{where}.stragglers.sample_s", "> 0", st.sample_s)
+    _need(0 <= st.fraction_scale, f"{where}.stragglers.fraction_scale", ">= 0", st.fraction_scale)
+    v = m.variability
+    _need(0 <= v.outlier_prob <= 1, f"{where}.variability.outlier_prob", "in [0, 1]", v.outlier_prob)
+    _need(v.outlier_factor > 0, f"{where}.variability.outlier_factor", "> 0", v.outlier_factor)
+    _need(v.drift_sigma >= 0, f"{where}.variability.drift_sigma", ">= 0", v.drift_sigma)
+    _need(v.drift_interval_s > 0, f"{where}.variability.drift_interval_s", "> 0", v.drift_interval_s)
 
 
 def check_jobs(jobs: list[Job], topo: Topology, max_jobs_per_gpu: int, where: str) -> None:
@@ -310,13 +337,16 @@ def _build_workloads(scn: Scenario, seed: int, topo: Topology) -> list[tuple[str
     from gpusched_env.workload.pal import load_pal_workload, with_background
 
     out = []
+    built: dict[str, list[Job]] = {}  # a path listed again gives the same jobs (and background)
     for name, rel in zip(scn.workload_names, w.paths, strict=True):
-        jobs = load_pal_workload(data_path(rel), strict=w.strict, max_gpus=max_gpus).jobs
-        if w.background_jobs:
-            jobs = jobs + with_background(
-                jobs, rng=rng, n_background=w.background_jobs, rate_per_hour=w.background_rate_per_hour
-            )
-        out.append((name, jobs))
+        if rel not in built:
+            jobs = load_pal_workload(data_path(rel), strict=w.strict, max_gpus=max_gpus).jobs
+            if w.background_jobs:
+                jobs = jobs + with_background(
+                    jobs, rng=rng, n_background=w.background_jobs, rate_per_hour=w.background_rate_per_hour
+                )
+            built[rel] = jobs
+        out.append((name, built[rel]))
     return out
 
 

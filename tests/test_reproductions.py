@@ -36,10 +36,21 @@ def _node_w(util: float) -> float:
 def test_eaco_node_scenario_matches_the_table():
     scn = load_scenario("eaco_node")
     ((_, jobs),) = build_workloads(scn, 0)
-    assert [j.model for j in jobs] == [m for m, _ in EACO_JOBS]
-    for j, (_, hours) in zip(jobs, EACO_JOBS, strict=True):
+    hours = dict(EACO_JOBS)
+    # heaviest first (descending table utilisation), one hour apart (scenario choices)
+    assert [j.model for j in jobs] == ["vgg16", "resnet50_imagenet", "resnet18", "alexnet"]
+    assert [j.arrival_s for j in jobs] == [0.0, HOUR, 2 * HOUR, 3 * HOUR]
+    assert [model_spec(j.model).util for j in jobs] == sorted((model_spec(m).util for m in hours), reverse=True)
+    for j in jobs:
         assert j.num_gpus == 8
-        assert j.work_iters * model_spec(j.model).base_iter_s == pytest.approx(hours * HOUR)
+        assert j.work_iters * model_spec(j.model).base_iter_s == pytest.approx(hours[j.model] * HOUR)
+
+
+def _all_at_t0(scn):
+    import dataclasses as dc
+
+    jobs = [dict(j, arrival_s=0.0) for j in scn.workload.jobs]
+    return dc.replace(scn, workload=dc.replace(scn.workload, jobs=jobs))
 
 
 def test_eaco_node_exclusive_energy_by_hand():
@@ -55,9 +66,10 @@ def test_eaco_node_exclusive_energy_by_hand():
 
 
 def test_eaco_node_colocated_energy_by_hand():
-    """eaco: all four on the same 8 GPUs; phases end as jobs finish (slowdown by count, EaCO)."""
-    scn = load_scenario("eaco_node")
-    _, res = simulate(scn, make_policy("eaco", scn, 0), 0)
+    """All four at t = 0, co-located by fifo_packed on the same 8 GPUs; phases end as jobs finish
+    (slowdown by count, EaCO)."""
+    scn = _all_at_t0(load_scenario("eaco_node"))
+    _, res = simulate(scn, make_policy("fifo_packed", scn, 0), 0)
     m = compute_metrics(res)
     table = scn.model.sharing.count_slowdown  # [1, 1.03, 1.078, 1.19]
     left = {name: hours * HOUR for name, hours in EACO_JOBS}  # seconds of exclusive work left
@@ -79,6 +91,64 @@ def test_eaco_node_colocated_energy_by_hand():
     assert m["makespan_s"] == pytest.approx(t, rel=1e-9)
     runs = with_run_time({}, res)["avg_run_s"]
     assert runs == pytest.approx(float(np.mean(list(finish.values()))), rel=1e-9)
+
+
+def test_eaco_node_policies_differ_by_hand():
+    """Arrivals 1 h apart, heaviest first. fifo_packed and gandiva co-locate every newcomer on arrival
+    (whole-node jobs: their GPU ranking has nothing to choose, so they coincide); eaco co-locates
+    ResNet-50 with VGG-16 (GPU utilisation 0.48 < 0.8) but holds ResNet-18 and AlexNet back (0.846 >=
+    0.8) until VGG-16 ends: 1 h alone + 35.13 h of work at EaCO's 3 % two-job slowdown."""
+    scn = load_scenario("eaco_node")
+    table = scn.model.sharing.count_slowdown
+    recs = {}
+    for p in ("eaco", "fifo_packed", "gandiva", "eaco"):
+        _, res = simulate(scn, make_policy(p, scn, 0), 0)
+        got = {r.job.model: (r.first_start_s, r.finish_s) for r in res.tracked}
+        if p in recs:
+            assert got == recs[p]  # determinism: the same run twice
+        recs[p] = got
+    vgg_end = HOUR + (36.13 - 1.0) * HOUR * table[1]
+    assert vgg_end == pytest.approx(37.1839 * HOUR)
+    eaco = recs["eaco"]
+    assert eaco["vgg16"] == (0.0, pytest.approx(vgg_end, rel=1e-9))
+    assert eaco["resnet50_imagenet"][0] == HOUR
+    assert eaco["resnet18"][0] == pytest.approx(vgg_end) and eaco["alexnet"][0] == pytest.approx(vgg_end)
+    packed = recs["fifo_packed"]
+    assert [packed[m][0] for m in ("vgg16", "resnet50_imagenet", "resnet18", "alexnet")] == [0.0, HOUR, 2 * HOUR, 3 * HOUR]
+    assert recs["gandiva"] == packed
+    assert max(f for _, f in packed.values()) < vgg_end + HOUR * 10 < max(f for _, f in eaco.values())
+
+
+def test_eaco_node_half_node_jobs_separate_gandiva_from_fifo_packed():
+    """With 4-GPU jobs the third arrival has a choice: fifo_packed joins the most utilised half
+    (ResNet-18's, 0.112 > AlexNet's 0.047), gandiva the least loaded; eaco consolidates from the
+    second arrival on, although the other half is free."""
+    import dataclasses as dc
+
+    scn = load_scenario("eaco_node")
+    order = ["alexnet", "resnet18", "resnet50_imagenet", "vgg16"]  # the table's order
+    by = {j["model"]: j for j in scn.workload.jobs}
+    jobs = [dict(by[m], job_id=i, arrival_s=i * HOUR, num_gpus=4, work_iters=by[m]["work_iters"] * 2)
+            for i, m in enumerate(order)]
+    scn = dc.replace(scn, workload=dc.replace(scn.workload, jobs=jobs))
+    placed: dict[str, list[tuple[int, ...]]] = {}
+    for p in ("eaco", "fifo_packed", "gandiva"):
+        pol = make_policy(p, scn, 0)
+        starts: list[tuple[int, ...]] = []
+        orig = pol.decide
+
+        def decide(view, orig=orig, starts=starts):
+            out = orig(view)
+            starts.extend(tuple(d.gpus) for d in out if hasattr(d, "gpus"))
+            return out
+
+        pol.decide = decide
+        simulate(scn, pol, 0)
+        placed[p] = starts
+    low, high = (0, 1, 2, 3), (4, 5, 6, 7)
+    assert placed["fifo_packed"] == [low, high, high, high]
+    assert placed["gandiva"] == [low, high, low, high]
+    assert placed["eaco"] == [low, low, low, low]
 
 
 def test_eaco_cluster_scenario_loads_with_slos():

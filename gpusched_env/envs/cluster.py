@@ -156,7 +156,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             raise ValueError(f"need queue_slots >= 1 and 0 <= fifo_slots <= queue_slots, got {queue_slots}, {fifo_slots}")
         self.k = int(queue_slots)
         self.fifo_slots = int(fifo_slots)
-        self.option_set = OptionSet(tuple(options), pal_params(self.scn, pal), placements)
+        self._option_args = (tuple(options), pal, placements)
+        self._option_sets: dict[str, OptionSet] = {}  # by PAL parameters (a workload's lf may differ)
+        self.option_set = self._options_for(self.workloads[0])
         self._shares = bool(self.scn.cluster.max_jobs_per_gpu > 1 and not self.option_set.exclusive.all())
         self.reward_scale = float(reward_scale)
         self.energy_weight = float(energy_weight)
@@ -188,6 +190,15 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
                 self._wl_cache.popitem(last=False)
         return wl[index]
 
+    def _options_for(self, workload: int) -> OptionSet:
+        """The placement options for ``workload``: PAL plans with that workload's locality penalty."""
+        names, pal, placements = self._option_args
+        params = pal_params(self.scn, pal, workload)
+        key = repr(sorted(params.items()))
+        if key not in self._option_sets:
+            self._option_sets[key] = OptionSet(names, params, placements)
+        return self._option_sets[key]
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -205,10 +216,11 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         round_s = opts.get("round_s", self.default_round_s)
         events = bool(opts.get("events", True)) or not self._passthrough
         self.workload_name, jobs = self._workload(run_seed, wl)
+        self.option_set = self._options_for(wl)
         self.workload_index, self.run_seed = wl, run_seed
         self._seen_done = 0  # completions of sim.completed already rewarded
         self.sim = Simulator(
-            self.topo, jobs, self.scn.model, seed=sim_seed(run_seed), max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
+            self.topo, jobs, self.scn.model_for(wl), seed=sim_seed(run_seed), max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
         )
         self._jobs.clear()
         self._jobs.fill(jobs, self.topo, whole_run=True)

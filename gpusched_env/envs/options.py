@@ -46,13 +46,15 @@ PlacementFactory = Callable[[dict[str, Any]], Mapping[str, Placement]]
 """``factory(pal_params) -> {option name: placement}`` for the exclusive options."""
 
 
-def pal_params(scn: Scenario, pal: dict[str, Any] | None = None) -> dict[str, Any]:
+def pal_params(scn: Scenario, pal: dict[str, Any] | None = None, workload: int = 0) -> dict[str, Any]:
     """PAL's placement parameters in ``scn`` (``pal`` overrides the scenario's ``policies.pal``),
-    planning with the locality penalty the model charges (as the bench gives the ``pal`` policy)."""
+    planning with the locality penalty workload number ``workload``'s model charges (as the bench
+    gives the ``pal`` policy)."""
     params = dict(scn.policies.get("pal", {})) if pal is None else dict(pal)
     params.pop("round_s", None)
-    if scn.model.locality.mode == "constant":
-        params.setdefault("lf", scn.model.locality.lf)
+    locality = scn.model_for(workload).locality
+    if locality.mode == "constant":
+        params.setdefault("lf", locality.lf)
     return params
 
 

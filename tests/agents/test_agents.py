@@ -135,11 +135,11 @@ def test_eval_episodes_are_capped_for_unmasked_agents(tmp_path):
     """An unmasked policy that keeps choosing invalid actions must not hang the evaluation."""
     from hydra import compose, initialize_config_dir
 
-    from agents.train import _eval_callback, env_kwargs, scenario_of
+    from agents.train import _eval_callback, env_id, env_kwargs, scenario_of
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("train", overrides=[f"scenario={SCN}", "agent=ppo", "eval.max_steps=40"])
-    cb = _eval_callback(cfg, scenario_of(cfg), env_kwargs(cfg), False, tmp_path, 1)
+    cb = _eval_callback(cfg, env_id(cfg), scenario_of(cfg), env_kwargs(cfg), False, tmp_path, 1)
     env = cb.eval_env.envs[0]
     env.reset(seed=0)
     done_action = env.unwrapped.n_actions - 1
@@ -155,6 +155,7 @@ def test_eval_episodes_are_capped_for_unmasked_agents(tmp_path):
     ("vec_env=subproc", "vec_env must be dummy or subprocess, got 'subproc'"),
     ("n_envs=0", "n_envs must be >= 1, got 0"),
     ("total_timesteps=0", "total_timesteps must be >= 1, got 0"),
+    ("env.id=gpusched/Nope-v0", r"env.id must be one of \['gpusched/Cluster-v0', .*got 'gpusched/Nope-v0'"),
 ])
 def test_bad_training_keys_are_named_errors(tmp_path, override, message):
     from hydra import compose, initialize_config_dir
@@ -165,3 +166,23 @@ def test_bad_training_keys_are_named_errors(tmp_path, override, message):
         cfg = compose("train", overrides=[f"scenario={SCN}", override])
     with pytest.raises(ValueError, match=message):
         train(cfg, tmp_path)
+
+
+def test_env_group_reaches_the_env_and_the_model_meta(tmp_path):
+    """env=cluster is the default group; its id is recorded in model.zip; BC refuses other envs."""
+    from hydra import compose, initialize_config_dir
+
+    from agents.train import CLUSTER_V0, _meta, env_id, env_kwargs, scenario_of, train
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("train", overrides=[f"scenario={SCN}", "env.queue_slots=4"])
+        bad = compose("train", overrides=[f"scenario={SCN}", "env.id=gpusched/Pipeline-v0", "bc.teacher=sjf"])
+    assert env_id(cfg) == CLUSTER_V0
+    kwargs = env_kwargs(cfg)
+    assert "id" not in kwargs and kwargs["queue_slots"] == 4 and kwargs["options"][0] == "pal"
+    meta = _meta(cfg, env_id(cfg), scenario_of(cfg), kwargs, "maskable_ppo", 10)
+    assert meta["env_id"] == CLUSTER_V0 and meta["env"]["queue_slots"] == 4
+    assert set(meta["env"]) == {"queue_slots", "fifo_slots", "options", "max_actions_per_decision"}
+    with pytest.raises(ValueError, match="bc.teacher: the BC warm start is built for gpusched/Cluster-v0 and gpusched/Cluster-v1 only"):
+        train(bad, tmp_path)
+    assert not any(tmp_path.iterdir())  # refused before anything was written

@@ -100,3 +100,21 @@ def test_describe_agent_says_env_and_clairvoyance(cloned_las, tmp_path):
 def test_v1_model_on_another_cluster_is_a_named_error(cloned_las):
     with pytest.raises(ConfigError, match="trained on scenario"):
         load_agent_policy(cloned_las, load_scenario("synthetic_small"))
+
+
+def test_env_group_cluster_v1_reaches_the_env_and_the_model_meta():
+    from hydra import compose, initialize_config_dir
+
+    from agents.train import CLUSTER_V1, _meta, env_id, env_kwargs, scenario_of
+
+    root = Path(__file__).resolve().parents[2]
+    with initialize_config_dir(config_dir=str(root / "conf"), version_base=None):
+        cfg = compose("train", overrides=[f"scenario={SCN}", "env=cluster_v1", "env.clairvoyant=true",
+                                          "env.workloads=[0]", "bc.teacher=srtf"])
+    assert env_id(cfg) == CLUSTER_V1
+    kwargs = env_kwargs(cfg)
+    env = gym.make(CLUSTER_V1, scenario=scenario_of(cfg), **kwargs)
+    assert env.unwrapped.clairvoyant and env.unwrapped.r == 8
+    meta = _meta(cfg, CLUSTER_V1, scenario_of(cfg), kwargs, "maskable_ppo", 10)
+    assert meta["env_id"] == CLUSTER_V1 and meta["env"]["clairvoyant"] is True and meta["bc_teacher"] == "srtf"
+    assert "workloads" not in meta["env"] and meta["env"]["running_slots"] == 8

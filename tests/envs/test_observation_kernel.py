@@ -77,9 +77,17 @@ def _with_failures(name: str):
     return dataclasses.replace(scn, model=model)
 
 
+def _all_at_t0(name: str):
+    """The scenario with every inline job arriving at t = 0 (several starts within one decision point)."""
+    scn = load_scenario(name)
+    jobs = [dict(j, arrival_s=0.0) for j in scn.workload.jobs]
+    return dataclasses.replace(scn, workload=dataclasses.replace(scn.workload, jobs=jobs))
+
+
 @pytest.mark.parametrize("scenario", ["synthetic_small", "eaco_node", "failures"])
 def test_observation_equals_its_definition_along_random_rollouts(scenario):
-    scn = _with_failures("synthetic_small") if scenario == "failures" else scenario
+    scn = {"failures": lambda: _with_failures("synthetic_small"), "eaco_node": lambda: _all_at_t0("eaco_node")}.get(
+        scenario, lambda: scenario)()
     env = gym.make("gpusched/Cluster-v0", scenario=scn)
     rng = np.random.default_rng(3)
     obs, info = env.reset(seed=3)
