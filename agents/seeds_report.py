@@ -6,7 +6,7 @@ against one results.json of the heuristics on the same scenario, workloads and e
 Prints, per training seed, the agent's average / p99 JCT, makespan and finished jobs, the change of
 its average JCT against ``--vs`` (default LAS), of its p99 against ``--p99-vs`` (default Tiresias) and
 of its average against ``--clairvoyant-vs`` (default SRTF); then the median and the spread (min..max)
-over seeds, and whether the goal of issue 16 holds for the median seed and for every seed: average
+over seeds, and whether the goal of issue 16 holds for the medians and for each seed: average
 below ``--vs``, p99 no worse than ``--p99-vs``, every tracked job finished (as many as the baseline),
 and, for a clairvoyant agent, average within ``--within`` (5 %) of ``--clairvoyant-vs``.
 """
@@ -39,6 +39,14 @@ def _metric(doc: dict[str, Any], policy: str, key: str, path: str) -> float:
         raise SystemExit(f"seeds_report: {path}: no metric {key!r} for policy {policy!r}") from None
 
 
+def _h(x: float) -> str:
+    """3 significant digits with a k / M suffix, as the bench's tables."""
+    for div, suf in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suf}"
+    return f"{x:.3g}"
+
+
 def _pct(x: float, ref: float) -> float:
     return 100.0 * (x / ref - 1.0)
 
@@ -60,28 +68,29 @@ def report(agent_files: list[str], baseline: str, vs: str, p99_vs: str, clair_vs
             "file": f, "seed": a.get("seed"), "clairvoyant": a.get("clairvoyant"),
             "avg": _metric(doc, "agent", "avg_jct_s", f), "p99": _metric(doc, "agent", "p99_jct_s", f),
             "makespan": _metric(doc, "agent", "makespan_s", f), "jobs": _metric(doc, "agent", "jobs_finished", f),
+            "steps": a.get("num_timesteps"),
         })
     clair = {r["clairvoyant"] for r in rows}
     lines = [f"scenario {base.get('scenario')}, evaluation seeds {base.get('seeds')}; agents: "
              f"clairvoyant={'/'.join(str(c) for c in sorted(clair, key=str))}; reference: avg {vs} "
-             f"{ref_avg:.4g} s, p99 {p99_vs} {ref_p99:.4g} s, avg {clair_vs} {ref_clair:.4g} s"]
+             f"{_h(ref_avg)} s, p99 {p99_vs} {_h(ref_p99)} s, avg {clair_vs} {_h(ref_clair)} s"]
     head = (f"{'train seed':>10} {'avg_jct_s':>10} {'vs ' + vs:>9} {'vs ' + clair_vs:>9} {'p99_jct_s':>10} "
-            f"{'vs ' + p99_vs:>12} {'makespan_s':>11} {'finished':>9}")
+            f"{'vs ' + p99_vs:>12} {'makespan_s':>11} {'finished':>9} {'RL steps':>9}")
     lines.append(head)
 
-    def line(label: str, avg: float, p99: float, mk: float, jobs: float) -> str:
-        return (f"{label:>10} {avg:>10.4g} {_pct(avg, ref_avg):>+8.1f}% {_pct(avg, ref_clair):>+8.1f}% {p99:>10.4g} "
-                f"{_pct(p99, ref_p99):>+11.1f}% {mk:>11.4g} {jobs:>9.4g}")
+    def line(label: str, avg: float, p99: float, mk: float, jobs: float, steps: object = "") -> str:
+        return (f"{label:>10} {_h(avg):>10} {_pct(avg, ref_avg):>+8.1f}% {_pct(avg, ref_clair):>+8.1f}% {_h(p99):>10} "
+                f"{_pct(p99, ref_p99):>+11.1f}% {_h(mk):>11} {jobs:>9.4g} {'' if steps is None else steps!s:>9}")
 
     for r in rows:
-        lines.append(line(str(r["seed"]), r["avg"], r["p99"], r["makespan"], r["jobs"]))
+        lines.append(line(str(r["seed"]), r["avg"], r["p99"], r["makespan"], r["jobs"], r["steps"]))
     med = {k: statistics.median(r[k] for r in rows) for k in ("avg", "p99", "makespan", "jobs")}
     lines.append(line("median", med["avg"], med["p99"], med["makespan"], med["jobs"]))
     lo = {k: min(r[k] for r in rows) for k in ("avg", "p99")}
     hi = {k: max(r[k] for r in rows) for k in ("avg", "p99")}
-    lines.append(f"spread (min..max over {len(rows)} seeds): avg_jct_s {lo['avg']:.4g}..{hi['avg']:.4g} "
+    lines.append(f"spread (min..max over {len(rows)} seeds): avg_jct_s {_h(lo['avg'])}..{_h(hi['avg'])} "
                  f"({_pct(lo['avg'], ref_avg):+.1f}%..{_pct(hi['avg'], ref_avg):+.1f}% vs {vs}), p99_jct_s "
-                 f"{lo['p99']:.4g}..{hi['p99']:.4g} ({_pct(lo['p99'], ref_p99):+.1f}%..{_pct(hi['p99'], ref_p99):+.1f}% "
+                 f"{_h(lo['p99'])}..{_h(hi['p99'])} ({_pct(lo['p99'], ref_p99):+.1f}%..{_pct(hi['p99'], ref_p99):+.1f}% "
                  f"vs {p99_vs})")
 
     def verdict(r: dict[str, float], clairvoyant: bool) -> list[str]:
@@ -94,7 +103,7 @@ def report(agent_files: list[str], baseline: str, vs: str, p99_vs: str, clair_vs
         return out
 
     is_clair = clair == {True}
-    lines.append("goal, median seed: " + "; ".join(verdict(med, is_clair)))
+    lines.append("goal, medians: " + "; ".join(verdict(med, is_clair)))
     every = [all(v.split(": ")[1].startswith("yes") for v in verdict(r, is_clair)) for r in rows]
     lines.append(f"goal met by {sum(every)} of {len(rows)} seeds")
     return "\n".join(lines)

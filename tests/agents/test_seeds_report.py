@@ -25,9 +25,10 @@ def test_rows_median_and_goal(tmp_path):
               for s, (a, q) in enumerate([(80.0, 450.0), (90.0, 550.0), (120.0, 400.0)])]
     out = report(agents, base, "las", "tiresias", "srtf", 0.05)
     assert "    median         90    -10.0%    +80.0%        450       -10.0%" in out
-    assert "avg < las: yes (-10.0%); p99 <= tiresias: yes (-10.0%); all finished: yes" in out
+    assert "avg_jct_s 80..120 (-20.0%..+20.0% vs las)" in out
+    assert "goal, medians: avg < las: yes (-10.0%); p99 <= tiresias: yes (-10.0%); all finished: yes" in out
     assert "goal met by 1 of 3 seeds" in out  # seed 1: p99 too high; seed 2: average too high
-    assert "within" not in out.split("goal, median seed:")[1]  # not clairvoyant: no SRTF check
+    assert "within" not in out.split("goal, medians:")[1]  # not clairvoyant: no SRTF check
 
 
 def test_clairvoyant_check_and_mismatched_files(tmp_path):
