@@ -8,7 +8,8 @@ its average JCT against ``--vs`` (default LAS), of its p99 against ``--p99-vs`` 
 of its average against ``--clairvoyant-vs`` (default SRTF); then the median and the spread (min..max)
 over seeds, and whether the goal of issue 16 holds for the medians and for each seed: average
 below ``--vs``, p99 no worse than ``--p99-vs``, every tracked job finished (as many as the baseline),
-and, for a clairvoyant agent, average within ``--within`` (5 %) of ``--clairvoyant-vs``.
+and, for a clairvoyant agent instead, average within ``--within`` (5 %) of ``--clairvoyant-vs`` and
+every job finished.
 """
 
 from __future__ import annotations
@@ -94,13 +95,12 @@ def report(agent_files: list[str], baseline: str, vs: str, p99_vs: str, clair_vs
                  f"vs {p99_vs})")
 
     def verdict(r: dict[str, float], clairvoyant: bool) -> list[str]:
-        out = [f"avg < {vs}: {'yes' if r['avg'] < ref_avg else 'no'} ({_pct(r['avg'], ref_avg):+.1f}%)",
-               f"p99 <= {p99_vs}: {'yes' if r['p99'] <= ref_p99 else 'no'} ({_pct(r['p99'], ref_p99):+.1f}%)",
-               f"all finished: {'yes' if r['jobs'] >= ref_jobs else 'no'}"]
-        if clairvoyant:
-            out.append(f"avg within {within:.0%} of {clair_vs}: "
-                       f"{'yes' if r['avg'] <= ref_clair * (1 + within) else 'no'} ({_pct(r['avg'], ref_clair):+.1f}%)")
-        return out
+        done = f"all finished: {'yes' if r['jobs'] >= ref_jobs else 'no'}"
+        if clairvoyant:  # the clairvoyant goal: within `within` of the clairvoyant reference
+            return [f"avg within {within:.0%} of {clair_vs}: "
+                    f"{'yes' if r['avg'] <= ref_clair * (1 + within) else 'no'} ({_pct(r['avg'], ref_clair):+.1f}%)", done]
+        return [f"avg < {vs}: {'yes' if r['avg'] < ref_avg else 'no'} ({_pct(r['avg'], ref_avg):+.1f}%)",
+                f"p99 <= {p99_vs}: {'yes' if r['p99'] <= ref_p99 else 'no'} ({_pct(r['p99'], ref_p99):+.1f}%)", done]
 
     is_clair = clair == {True}
     lines.append("goal, medians: " + "; ".join(verdict(med, is_clair)))

@@ -34,7 +34,9 @@ def test_rows_median_and_goal(tmp_path):
 def test_clairvoyant_check_and_mismatched_files(tmp_path):
     base = _doc(tmp_path / "b.json", {"las": (100.0, 900.0), "tiresias": (110.0, 500.0), "srtf": (50.0, 800.0)})
     a = _doc(tmp_path / "a.json", {"agent": (52.0, 450.0)}, {"seed": 0, "clairvoyant": True})
-    assert "avg within 5% of srtf: yes (+4.0%)" in report([a], base, "las", "tiresias", "srtf", 0.05)
+    out = report([a], base, "las", "tiresias", "srtf", 0.05)
+    assert "goal, medians: avg within 5% of srtf: yes (+4.0%); all finished: yes" in out
+    assert "goal met by 1 of 1 seeds" in out
     other = tmp_path / "o.json"
     other.write_text(json.dumps({"scenario": "t", "seeds": [0, 1], "policies": {}}))
     with pytest.raises(SystemExit, match="differ from the baseline"):
