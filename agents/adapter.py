@@ -1,10 +1,15 @@
-"""A saved model as a policy: ``load_agent_policy(path, scn)`` -> :class:`AgentPolicy` (name ``agent``).
+"""A saved model as a policy: ``load_agent_policy(path, scn)`` -> :class:`AgentPolicy` (a
+``gpusched/Cluster-v0`` model) or :class:`PreemptAgentPolicy` (``gpusched/Cluster-v1``), name ``agent``.
 
 At each ``decide(view)`` it builds the same observation and mask as the env
-(:class:`gpusched_env.envs.observe.DecisionBuilder`) and takes the model's actions until "done" or
-until nothing valid is left, returning the starts as one batch. Its decision points are the env's:
-every event plus a tick every ``round_s`` seconds. The env arguments the model was trained with
-travel inside ``model.zip`` (member ``gpusched_env.json``), so the file alone is enough.
+(:class:`gpusched_env.envs.observe.DecisionBuilder`, :class:`gpusched_env.envs.preempt.PreemptBuilder`)
+and takes the model's actions until "done" or until nothing valid is left, returning the batch
+(v0: starts; v1: starts, migrations, preemptions). Its decision points are the env's: every event
+plus a tick every ``round_s`` seconds; a v1 policy keeps the env's round clock
+(:class:`gpusched_env.envs.cluster_v1.RoundClock`, shown every call), so its preemptions fall on
+the same round points. The env id and arguments the model was trained with travel inside
+``model.zip`` (member ``gpusched_env.json``), so the file alone is enough; :func:`describe_agent`
+says which env and whether the model saw job lengths (``clairvoyant``).
 """
 
 from __future__ import annotations
@@ -17,14 +22,17 @@ from typing import Any
 import numpy as np
 
 from gpusched_env.config_util import ConfigError
+from gpusched_env.envs.cluster_v1 import RoundClock
 from gpusched_env.envs.observe import DecisionBuilder, JobCache, obs_size
 from gpusched_env.envs.options import OPTION_NAMES, OptionSet, pal_params
+from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Decision
 from gpusched_env.view import ClusterView
 
 META_MEMBER = "gpusched_env.json"
 ALGOS = ("maskable_ppo", "ppo", "dqn")
+ENV_V0, ENV_V1 = "gpusched/Cluster-v0", "gpusched/Cluster-v1"
 
 
 def write_meta(model_zip: str | Path, meta: dict[str, Any]) -> None:
@@ -114,7 +122,62 @@ class AgentPolicy:
         return list(b.decisions)
 
 
-def load_agent_policy(path: str | Path, scn: Scenario, *, workload: int = 0, **params: Any) -> AgentPolicy:
+class PreemptAgentPolicy:
+    """A trained ``gpusched/Cluster-v1`` model as a policy (starts, preemptions, migrations)."""
+
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
+        env = dict(meta.get("env", {}))
+        self.name = "agent"
+        self.model = model
+        self.algo = meta.get("algo", "maskable_ppo")
+        self.masked = self.algo == "maskable_ppo"
+        rs = env.get("round_s")
+        self.round_s: float | None = scn.round_for("agent") if rs is None else float(rs)
+        self.events = True
+        self.k = int(env.get("queue_slots") or 12)
+        fifo = env.get("fifo_slots")
+        self.fifo_slots = 4 if fifo is None else int(fifo)
+        self.r = int(env.get("running_slots") or 8)
+        self.clairvoyant = bool(env.get("clairvoyant", False))
+        self.migrations = bool(env.get("migrations", True))
+        self.max_actions = int(env.get("max_actions_per_decision") or 128)
+        self.options = OptionSet(tuple(env.get("options") or OPTION_NAMES), pal_params(scn, env.get("pal"), workload))
+        self.cache = JobCache()
+        self.clock = RoundClock(self.round_s)
+        self._n = 0
+
+    def decide(self, view: ClusterView) -> list[Decision]:
+        self._n += 1
+        if self._n % 512 == 0:
+            self.cache.clear()
+        b = PreemptBuilder(view, self.options, self.k, self.fifo_slots, self.r, self.cache,
+                           clairvoyant=self.clairvoyant, is_round=self.clock.tick(view.now),
+                           migrations=self.migrations)
+        for _ in range(self.max_actions):
+            if not b.any_valid():
+                break
+            a = predict(self.model, b.observe(), b.mask(), self.masked)
+            if a == b.done_action or b.act(a) is None:
+                break
+        return b.decisions
+
+
+def describe_agent(path: str | Path) -> dict[str, Any]:
+    """What results should say about a trained model: its file, env id, whether it was clairvoyant
+    (saw job lengths), algorithm, scenario, training seed and steps."""
+    meta = read_meta(path)
+    env = dict(meta.get("env", {}))
+    env_id = str(meta.get("env_id", ENV_V0))
+    # a v0 model's window is ordered by work estimate and shows it: it is clairvoyant
+    clair = bool(env.get("clairvoyant", False)) if env_id == ENV_V1 else True
+    return {"path": str(path), "env_id": env_id, "clairvoyant": clair, "algo": meta.get("algo"),
+            "scenario": meta.get("scenario"), "seed": meta.get("seed"), "num_timesteps": meta.get("num_timesteps"),
+            "bc_teacher": meta.get("bc_teacher")}
+
+
+def load_agent_policy(
+    path: str | Path, scn: Scenario, *, workload: int = 0, **params: Any
+) -> AgentPolicy | PreemptAgentPolicy:
     """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip),
     for workload number ``workload`` of ``scn`` (its PAL option plans with that workload's lf)."""
     if params:
@@ -129,16 +192,30 @@ def load_agent_policy(path: str | Path, scn: Scenario, *, workload: int = 0, **p
         raise
     except Exception as e:  # SB3 raises many kinds on a damaged archive
         raise ConfigError(f"agent_path {str(path)!r}: cannot load the model ({type(e).__name__}: {e})") from None
-    policy = AgentPolicy(model, meta, scn, workload)
+    env_id = str(meta.get("env_id", ENV_V0))
+    policy: AgentPolicy | PreemptAgentPolicy
+    if env_id == ENV_V1:
+        policy = PreemptAgentPolicy(model, meta, scn, workload)
+    elif env_id == ENV_V0:
+        policy = AgentPolicy(model, meta, scn, workload)
+    else:
+        raise ConfigError(f"agent_path {str(path)!r}: env_id {env_id!r} in {META_MEMBER}; known: {[ENV_V0, ENV_V1]}")
     check_shapes(policy, model, meta, scn, path)
     return policy
 
 
-def check_shapes(policy: AgentPolicy, model: Any, meta: dict[str, Any], scn: Scenario, path: str | Path) -> None:
+def check_shapes(
+    policy: AgentPolicy | PreemptAgentPolicy, model: Any, meta: dict[str, Any], scn: Scenario, path: str | Path
+) -> None:
     """The model's observation and action sizes are this scenario's, else a ConfigError naming the
     scenario the model was trained on."""
-    want_obs = obs_size(scn.cluster.topology().n_nodes, policy.k)
-    want_act = policy.k * len(policy.options) + 1
+    n_nodes = scn.cluster.topology().n_nodes
+    if isinstance(policy, PreemptAgentPolicy):
+        want_obs = obs_size_v1(n_nodes, policy.k, policy.r)
+        want_act = n_actions_v1(policy.k, policy.r, len(policy.options))
+    else:
+        want_obs = obs_size(n_nodes, policy.k)
+        want_act = policy.k * len(policy.options) + 1
     got_obs = tuple(getattr(model.observation_space, "shape", ()) or ())
     got_act = int(getattr(model.action_space, "n", want_act))
     if got_obs != (want_obs,) or got_act != want_act:

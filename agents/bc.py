@@ -3,13 +3,19 @@
 No maintained imitation library fits the pinned versions (``imitation`` 1.0 pins gymnasium 0.29 and
 stable-baselines3 2.2), so this is a short loop:
 
-1. :func:`collect` runs the teacher (any :mod:`baselines` policy) in the env's own decision points:
+1. :func:`collect` (``gpusched/Cluster-v0``) runs the teacher (any :mod:`baselines` policy) in the env's own decision points:
    at each, the teacher's ``decide(view)`` batch is mapped to actions with
    :meth:`~gpusched_env.envs.observe.DecisionBuilder.action_for` (its starts, in order, each as
    the slot of the job and the placement option that gives the same GPUs; the first valid option if
    none does), then "done". Preemptions and migrations have no action and are dropped; a start of a
    job outside the queue window ends the batch. The env is stepped with those actions, so the
-   data are on the teacher's state distribution.
+   data are on the teacher's state distribution. :func:`collect_v1` does the same on
+   ``gpusched/Cluster-v1``, where preemptions and migrations are actions too
+   (:func:`gpusched_env.envs.preempt.actions_for`): a round-based teacher is asked for a round at the
+   env's round points and for a fill between them (:func:`decide_at`), so a LAS / SRTF / Tiresias
+   teacher is replayed exactly; a batch with a decision outside the window is mapped with the first
+   valid option, and where that fails too the point ends with "done" (the teacher's state and the
+   env's then part).
 2. :func:`clone` minimises the cross-entropy of the policy's (masked) action distribution on the
    (obs, mask, action) triples with Adam — on an SB3 ``ActorCriticPolicy`` / sb3-contrib
    ``MaskableActorCriticPolicy``.
@@ -23,7 +29,12 @@ import numpy as np
 import torch
 
 from gpusched_env.envs.cluster import ClusterEnv
-from gpusched_env.types import Start
+from gpusched_env.envs.cluster_v1 import ClusterV1Env
+from gpusched_env.envs.preempt import actions_for
+from gpusched_env.metrics import RunResult
+from gpusched_env.policy import Policy
+from gpusched_env.types import Decision, Start
+from gpusched_env.view import ClusterView
 
 
 def collect(env: ClusterEnv, make_teacher: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:
@@ -62,6 +73,71 @@ def collect(env: ClusterEnv, make_teacher: Any, episodes: int, seed: int) -> dic
             over = term or trunc
     return {"obs": np.asarray(obs_l, dtype=np.float32), "mask": np.asarray(mask_l, dtype=bool),
             "action": np.asarray(act_l, dtype=np.int64)}
+
+
+def decide_at(policy: Policy, view: ClusterView, is_round: bool) -> list[Decision]:
+    """The policy's decisions at a Cluster-v1 decision point: a round-based queue scheduler
+    (:class:`baselines.scheduler.QueueScheduler` with ``round_s``) runs its round exactly at the
+    env's round points and its fill between them (the env passes over points where nothing is
+    possible, so the scheduler's own clock would see fewer calls than in the bench); any other
+    policy is asked with ``decide``."""
+    from baselines.scheduler import QueueScheduler
+
+    if isinstance(policy, QueueScheduler) and policy.round_s is not None:
+        if is_round:
+            policy._last_round = view.now
+            return policy._round(view)
+        return policy._fill(view)
+    return policy.decide(view)
+
+
+def _v1_actions(env: ClusterV1Env, teacher: Policy) -> list[int]:
+    b = env.builder
+    assert b is not None
+    decisions = decide_at(teacher, env.view(), b.is_round)
+    make = lambda: env._build(b.is_round)  # noqa: E731
+    acts = actions_for(make, decisions) if decisions else []
+    if acts is None:
+        acts = actions_for(make, decisions, exact=False) or []
+    return acts
+
+
+def play_v1(env: ClusterV1Env, teacher: Policy, workload: int | None = None, run_seed: int | None = None,
+            seed: int | None = None, record: dict[str, list[object]] | None = None) -> RunResult:
+    """Drive a Cluster-v1 episode with ``teacher``'s decisions as actions (:func:`actions_for`),
+    each point ending with "done"; ``record`` (lists ``obs``, ``mask``, ``action``) collects the
+    steps. Returns the run's result."""
+    opts = {} if workload is None else {"workload": workload, "run_seed": run_seed}
+    obs, info = env.reset(seed=seed, options=opts)
+    over = env._over
+    while not over:
+        b = env.builder
+        assert b is not None
+        acts = [*_v1_actions(env, teacher), b.done_action]
+        for a in acts:
+            if record is not None:
+                record["obs"].append(obs)
+                record["mask"].append(np.array(info["action_mask"], dtype=bool))
+                record["action"].append(a)
+            obs, _, term, trunc, info = env.step(a)
+            over = term or trunc
+            if over or env.builder is not b:  # the point ended (nothing valid left, or "done")
+                break
+        else:  # "done" was masked (the teacher would idle the cluster): take the first valid start
+            obs, _, term, trunc, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+            over = term or trunc
+    return env.result()
+
+
+def collect_v1(env: ClusterV1Env, make_teacher: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:
+    """:func:`collect` for ``gpusched/Cluster-v1`` (module docstring)."""
+    rec: dict[str, list[object]] = {"obs": [], "mask": [], "action": []}
+    for ep in range(episodes):
+        env.reset(seed=seed + ep)  # draws the workload and run seed, as collect does
+        wl, rs = env.workload_index, env.run_seed
+        play_v1(env, make_teacher(rs), wl, rs, record=rec)
+    return {"obs": np.asarray(rec["obs"], dtype=np.float32), "mask": np.asarray(rec["mask"], dtype=bool),
+            "action": np.asarray(rec["action"], dtype=np.int64)}
 
 
 def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int, lr: float,

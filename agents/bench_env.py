@@ -2,6 +2,7 @@
 
     python -m agents.bench_env                       # pal_philly, its 8 workloads, 3 repeats
     python -m agents.bench_env --scenario synthetic_philly --episodes 2 --model runs/x/model.zip
+    python -m agents.bench_env --env gpusched/Cluster-v1      # the env with preemption
 
 Reports env steps/s (actions per second; reset and workload building excluded), decision points/s,
 and, with ``--model``, the steps/s of the model's own masked predictions through the env. The
@@ -26,8 +27,9 @@ import gpusched_env  # noqa: F401
 from gpusched_env.envs.cluster import ClusterEnv
 
 
-def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) -> dict[str, Any]:
-    env = gym.make("gpusched/Cluster-v0", scenario=scenario)
+def run(scenario: str, episodes: int, seed: int, model_path: str | None = None,
+        env_id: str = "gpusched/Cluster-v0") -> dict[str, Any]:
+    env = gym.make(env_id, scenario=scenario)
     u = cast(ClusterEnv, env.unwrapped)
     model = None
     if model_path:
@@ -67,7 +69,7 @@ def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) 
         wall += dt
         cpu += dc
         points += u.decision_points
-    return {"scenario": scenario, "episodes": episodes, "steps": steps, "decision_points": points,
+    return {"env": env_id, "scenario": scenario, "episodes": episodes, "steps": steps, "decision_points": points,
             "wall_s": round(wall, 3), "steps_per_s": round(steps / wall, 1),
             "steps_per_cpu_s": round(steps / cpu, 1), "decision_points_per_s": round(points / wall, 1)}
 
@@ -75,6 +77,7 @@ def run(scenario: str, episodes: int, seed: int, model_path: str | None = None) 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", default="pal_philly")
+    ap.add_argument("--env", default="gpusched/Cluster-v0", help="gpusched/Cluster-v0 or gpusched/Cluster-v1")
     ap.add_argument("--episodes", type=int, default=8, help="timed episodes per repeat (workload = episode mod #workloads)")
     ap.add_argument("--repeat", type=int, default=3, help="repeats; the median is reported")
     ap.add_argument("--seed", type=int, default=0)
@@ -84,7 +87,7 @@ def main() -> None:
     if args.cpu != -1 and hasattr(os, "sched_setaffinity"):
         cpu = min(os.sched_getaffinity(0)) if args.cpu is None else args.cpu
         os.sched_setaffinity(0, {cpu})
-    runs = [run(args.scenario, args.episodes, args.seed, args.model) for _ in range(max(1, args.repeat))]
+    runs = [run(args.scenario, args.episodes, args.seed, args.model, args.env) for _ in range(max(1, args.repeat))]
     med = statistics.median_low([r["steps_per_s"] for r in runs])
     out = dict(next(r for r in runs if r["steps_per_s"] == med))
     out["repeats_steps_per_s"] = [r["steps_per_s"] for r in runs]

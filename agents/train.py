@@ -32,6 +32,8 @@ from gpusched_env.levels import LevelScenario
 from gpusched_env.scenario import CONF_DIR, Scenario, load_scenario
 
 CLUSTER_V0 = "gpusched/Cluster-v0"
+CLUSTER_V1 = "gpusched/Cluster-v1"
+BC_ENVS = (CLUSTER_V0, CLUSTER_V1)  # envs with a behaviour-cloning warm start (agents/bc.py)
 ENV_KEYS = ("queue_slots", "fifo_slots", "options", "max_actions_per_decision")
 TRAIN_ONLY_KEYS = ("workloads", "run_seeds", "max_steps")  # where and how long to train, not the policy
 
@@ -134,8 +136,8 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
             raise ConfigError(f"{key} must be >= 1, got {v}")
     _algo_class(str(cfg.agent.algo))
     eid = env_id(cfg)
-    if cfg.bc.teacher and eid != CLUSTER_V0:
-        raise ConfigError(f"bc.teacher: the BC warm start is built for {CLUSTER_V0} only, not env.id={eid!r}")
+    if cfg.bc.teacher and eid not in BC_ENVS:
+        raise ConfigError(f"bc.teacher: the BC warm start is built for {' and '.join(BC_ENVS)} only, not env.id={eid!r}")
     scn = scenario_for(cfg, eid)  # a bad scenario (or one of another level) is named before anything is written
     torch.set_num_threads(int(cfg.torch_threads))
     out.mkdir(parents=True, exist_ok=True)
@@ -165,7 +167,7 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
                      tensorboard_log=str(out / "tb"), **params)
         if cfg.bc.teacher:
             assert isinstance(scn, Scenario)  # bc.teacher is refused above for the other levels' envs
-            summary["bc"] = warm_start(cfg, scn, kwargs, model, masked, out)
+            summary["bc"] = warm_start(cfg, eid, scn, kwargs, model, masked, out)
             model.save(str(out / "bc_model.zip"))  # the warm start alone, for comparison
             write_meta(out / "bc_model.zip", _meta(cfg, eid, scn, kwargs, algo, int(model.num_timesteps)))
     t0 = time.perf_counter()
@@ -202,20 +204,28 @@ def _meta(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict
     env = ({k: kwargs.get(k) for k in ENV_KEYS} if eid == CLUSTER_V0
            else {k: v for k, v in kwargs.items() if k not in TRAIN_ONLY_KEYS})
     return {"algo": algo, "env_id": eid, "scenario": scn.name, "env": env,
-            "seed": int(cfg.seed), "num_timesteps": steps}
+            "seed": int(cfg.seed), "num_timesteps": steps, "bc_teacher": cfg.bc.teacher or None}
 
 
-def warm_start(cfg: DictConfig, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, out: Path) -> dict[str, Any]:
-    """Behaviour cloning of ``cfg.bc.teacher`` on the training workloads (see :mod:`agents.bc`)."""
-    from agents.bc import accuracy, clone, collect, make_teacher
+def warm_start(
+    cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, out: Path
+) -> dict[str, Any]:
+    """Behaviour cloning of ``cfg.bc.teacher`` on the training workloads (see :mod:`agents.bc`):
+    through Cluster-v0 (starts) or Cluster-v1 (starts, preemptions, migrations)."""
+    from agents.bc import accuracy, clone, collect, collect_v1, make_teacher
     from gpusched_env.envs.cluster import ClusterEnv
+    from gpusched_env.envs.cluster_v1 import ClusterV1Env
 
     if not cfg.agent.bc_supported:
         raise ValueError(f"bc.teacher is set but agent {cfg.agent.name} has no BC warm start (use maskable_ppo or ppo)")
     t0 = time.perf_counter()
-    env = ClusterEnv(scn, **kwargs)
     teacher = str(cfg.bc.teacher)
-    data = collect(env, lambda run_seed: make_teacher(teacher, scn, run_seed), int(cfg.bc.episodes), int(cfg.seed) + 7)
+    episodes, seed = int(cfg.bc.episodes), int(cfg.seed) + 7
+    if eid == CLUSTER_V1:
+        data = collect_v1(ClusterV1Env(scn, **kwargs), lambda run_seed: make_teacher(teacher, scn, run_seed),
+                          episodes, seed)
+    else:
+        data = collect(ClusterEnv(scn, **kwargs), lambda run_seed: make_teacher(teacher, scn, run_seed), episodes, seed)
     t1 = time.perf_counter()
     losses = clone(model.policy, data, int(cfg.bc.epochs), int(cfg.bc.batch_size), float(cfg.bc.learning_rate),
                    int(cfg.seed), masked)

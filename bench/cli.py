@@ -211,7 +211,13 @@ def run_bench(cfg: DictConfig, console: Console, out: Path | None = None, multir
     wall = time.perf_counter() - t0
     block = aggregate(scn, results, sorted({r.task.seed for r in results}, key=seeds.index))
     doc = results_document(scn.name, seeds, block, paper_values(scn, block) or None)
-    doc["wall_s"] = round(wall, 2)
+    if "agent" in policies and cfg.agent_path:
+        from agents.adapter import describe_agent
+
+        doc["agent"] = describe_agent(cfg.agent_path)  # which env, clairvoyant or not, training seed
+        a = doc["agent"]
+        console.print(f"agent: {a['path']} ({a['env_id']}, clairvoyant={a['clairvoyant']}, {a['algo']}, "
+                      f"trained on {a['scenario']}, seed {a['seed']}, {a['num_timesteps']} steps)")
     if interrupted:
         doc["partial"] = True
         doc["runs_finished"] = len(results)

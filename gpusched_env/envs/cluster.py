@@ -123,6 +123,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
+    _every_tick = False  # every round tick a candidate decision point in agent mode (Cluster-v1)
 
     def __init__(
         self,
@@ -236,7 +237,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._carry = 0.0
         # The agent's round ticks are lazy: one is scheduled only when a start stayed possible
         # (see _finish_point); a tick at which nothing can start would be passed over anyway.
-        self.sim.start(round_s, events, ticks=self._passthrough)
+        self.sim.start(round_s, events, ticks=self._passthrough or self._every_tick)
         self._over = False
         self._carry = self._advance()  # reward of skipped points before the first one: paid on step 1
         return self.builder_obs(), self._info()

@@ -183,6 +183,6 @@ def test_env_group_reaches_the_env_and_the_model_meta(tmp_path):
     meta = _meta(cfg, env_id(cfg), scenario_of(cfg), kwargs, "maskable_ppo", 10)
     assert meta["env_id"] == CLUSTER_V0 and meta["env"]["queue_slots"] == 4
     assert set(meta["env"]) == {"queue_slots", "fifo_slots", "options", "max_actions_per_decision"}
-    with pytest.raises(ValueError, match="bc.teacher: the BC warm start is built for gpusched/Cluster-v0 only"):
+    with pytest.raises(ValueError, match="bc.teacher: the BC warm start is built for gpusched/Cluster-v0 and gpusched/Cluster-v1 only"):
         train(bad, tmp_path)
     assert not any(tmp_path.iterdir())  # refused before anything was written

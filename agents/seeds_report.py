@@ -1,0 +1,125 @@
+"""Training seeds side by side: one ``gpusched-bench`` results.json per trained agent (``policies=[agent]``)
+against one results.json of the heuristics on the same scenario, workloads and evaluation seeds.
+
+    python -m agents.seeds_report runs/nc_s*/eval_pal/results.json --baseline runs/base_pal/results.json
+
+Prints, per training seed, the agent's average / p99 JCT, makespan and finished jobs, the change of
+its average JCT against ``--vs`` (default LAS), of its p99 against ``--p99-vs`` (default Tiresias) and
+of its average against ``--clairvoyant-vs`` (default SRTF); then the median and the spread (min..max)
+over seeds, and whether the goal of issue 16 holds for the medians and for each seed: average
+below ``--vs``, p99 no worse than ``--p99-vs``, every tracked job finished (as many as the baseline),
+and, for a clairvoyant agent instead, average within ``--within`` (5 %) of ``--clairvoyant-vs`` and
+every job finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _load(path: str) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"seeds_report: {path}: not a readable results.json ({e})") from None
+    if not isinstance(doc, dict) or "policies" not in doc:
+        raise SystemExit(f"seeds_report: {path}: no 'policies' (not a gpusched-bench results.json)")
+    return doc
+
+
+def _metric(doc: dict[str, Any], policy: str, key: str, path: str) -> float:
+    try:
+        return float(doc["policies"][policy]["metrics"][key])
+    except KeyError:
+        raise SystemExit(f"seeds_report: {path}: no metric {key!r} for policy {policy!r}") from None
+
+
+def _h(x: float) -> str:
+    """3 significant digits with a k / M suffix, as the bench's tables."""
+    for div, suf in ((1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suf}"
+    return f"{x:.3g}"
+
+
+def _pct(x: float, ref: float) -> float:
+    return 100.0 * (x / ref - 1.0)
+
+
+def report(agent_files: list[str], baseline: str, vs: str, p99_vs: str, clair_vs: str, within: float) -> str:
+    base = _load(baseline)
+    ref_avg = _metric(base, vs, "avg_jct_s", baseline)
+    ref_p99 = _metric(base, p99_vs, "p99_jct_s", baseline)
+    ref_clair = _metric(base, clair_vs, "avg_jct_s", baseline)
+    ref_jobs = _metric(base, vs, "jobs_finished", baseline)
+    rows: list[dict[str, Any]] = []
+    for f in agent_files:
+        doc = _load(f)
+        if doc.get("scenario") != base.get("scenario") or doc.get("seeds") != base.get("seeds"):
+            raise SystemExit(f"seeds_report: {f}: scenario/seeds {doc.get('scenario')}/{doc.get('seeds')} differ "
+                             f"from the baseline's {base.get('scenario')}/{base.get('seeds')}")
+        a = doc.get("agent", {})
+        rows.append({
+            "file": f, "seed": a.get("seed"), "clairvoyant": a.get("clairvoyant"),
+            "avg": _metric(doc, "agent", "avg_jct_s", f), "p99": _metric(doc, "agent", "p99_jct_s", f),
+            "makespan": _metric(doc, "agent", "makespan_s", f), "jobs": _metric(doc, "agent", "jobs_finished", f),
+            "steps": a.get("num_timesteps"),
+        })
+    clair = {r["clairvoyant"] for r in rows}
+    lines = [f"scenario {base.get('scenario')}, evaluation seeds {base.get('seeds')}; agents: "
+             f"clairvoyant={'/'.join(str(c) for c in sorted(clair, key=str))}; reference: avg {vs} "
+             f"{_h(ref_avg)} s, p99 {p99_vs} {_h(ref_p99)} s, avg {clair_vs} {_h(ref_clair)} s"]
+    head = (f"{'train seed':>10} {'avg_jct_s':>10} {'vs ' + vs:>9} {'vs ' + clair_vs:>9} {'p99_jct_s':>10} "
+            f"{'vs ' + p99_vs:>12} {'makespan_s':>11} {'finished':>9} {'RL steps':>9}")
+    lines.append(head)
+
+    def line(label: str, avg: float, p99: float, mk: float, jobs: float, steps: object = "") -> str:
+        return (f"{label:>10} {_h(avg):>10} {_pct(avg, ref_avg):>+8.1f}% {_pct(avg, ref_clair):>+8.1f}% {_h(p99):>10} "
+                f"{_pct(p99, ref_p99):>+11.1f}% {_h(mk):>11} {jobs:>9.4g} {'' if steps is None else steps!s:>9}")
+
+    for r in rows:
+        lines.append(line(str(r["seed"]), r["avg"], r["p99"], r["makespan"], r["jobs"], r["steps"]))
+    med = {k: statistics.median(r[k] for r in rows) for k in ("avg", "p99", "makespan", "jobs")}
+    lines.append(line("median", med["avg"], med["p99"], med["makespan"], med["jobs"]))
+    lo = {k: min(r[k] for r in rows) for k in ("avg", "p99")}
+    hi = {k: max(r[k] for r in rows) for k in ("avg", "p99")}
+    lines.append(f"spread (min..max over {len(rows)} seeds): avg_jct_s {_h(lo['avg'])}..{_h(hi['avg'])} "
+                 f"({_pct(lo['avg'], ref_avg):+.1f}%..{_pct(hi['avg'], ref_avg):+.1f}% vs {vs}), p99_jct_s "
+                 f"{_h(lo['p99'])}..{_h(hi['p99'])} ({_pct(lo['p99'], ref_p99):+.1f}%..{_pct(hi['p99'], ref_p99):+.1f}% "
+                 f"vs {p99_vs})")
+
+    def verdict(r: dict[str, float], clairvoyant: bool) -> list[str]:
+        done = f"all finished: {'yes' if r['jobs'] >= ref_jobs else 'no'}"
+        if clairvoyant:  # the clairvoyant goal: within `within` of the clairvoyant reference
+            return [f"avg within {within:.0%} of {clair_vs}: "
+                    f"{'yes' if r['avg'] <= ref_clair * (1 + within) else 'no'} ({_pct(r['avg'], ref_clair):+.1f}%)", done]
+        return [f"avg < {vs}: {'yes' if r['avg'] < ref_avg else 'no'} ({_pct(r['avg'], ref_avg):+.1f}%)",
+                f"p99 <= {p99_vs}: {'yes' if r['p99'] <= ref_p99 else 'no'} ({_pct(r['p99'], ref_p99):+.1f}%)", done]
+
+    is_clair = clair == {True}
+    lines.append("goal, medians: " + "; ".join(verdict(med, is_clair)))
+    every = [all(v.split(": ")[1].startswith("yes") for v in verdict(r, is_clair)) for r in rows]
+    lines.append(f"goal met by {sum(every)} of {len(rows)} seeds")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m agents.seeds_report", description=__doc__.split("\n\n")[0])
+    ap.add_argument("agents", nargs="+", help="results.json of gpusched-bench policies=[agent], one per training seed")
+    ap.add_argument("--baseline", required=True, help="results.json of the heuristics (same scenario and seeds)")
+    ap.add_argument("--vs", default="las", help="average-JCT reference (default las)")
+    ap.add_argument("--p99-vs", default="tiresias", help="p99-JCT reference (default tiresias)")
+    ap.add_argument("--clairvoyant-vs", default="srtf", help="clairvoyant reference (default srtf)")
+    ap.add_argument("--within", type=float, default=0.05, help="clairvoyant tolerance (default 0.05)")
+    a = ap.parse_args(argv)
+    print(report(a.agents, a.baseline, a.vs, a.p99_vs, a.clairvoyant_vs, a.within))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
