@@ -79,6 +79,19 @@ def load_model(path: str | Path, algo: str | None = None) -> Any:
     raise ConfigError(f"agent_path {str(path)!r}: unknown algo {algo!r} in {META_MEMBER}; known: {ALGOS}")
 
 
+def load_model_checked(path: str | Path, meta: dict[str, Any], where: str) -> Any:
+    """:func:`load_model` on one torch thread; any failure to load is a ConfigError naming ``where``."""
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        return load_model(path, meta.get("algo"))
+    except ConfigError:
+        raise
+    except Exception as e:  # SB3 raises many kinds on a damaged archive
+        raise ConfigError(f"{where}: cannot load the model ({type(e).__name__}: {e})") from None
+
+
 def predict(model: Any, obs: np.ndarray, mask: np.ndarray, masked: bool) -> int:
     """The model's deterministic action (with the mask when the algorithm supports it)."""
     if masked:
@@ -88,30 +101,41 @@ def predict(model: Any, obs: np.ndarray, mask: np.ndarray, masked: bool) -> int:
     return int(a)
 
 
-class AgentPolicy:
-    """A trained model as a :class:`gpusched_env.policy.Policy` (sticky starts, no preemption)."""
+class _ModelPolicy:
+    """What every cluster-level model policy holds: the model, its algorithm and its round length."""
 
-    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
-        env = dict(meta.get("env", {}))
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario) -> None:
         self.name = "agent"
         self.model = model
         self.algo = meta.get("algo", "maskable_ppo")
         self.masked = self.algo == "maskable_ppo"
-        rs = env.get("round_s")
+        rs = dict(meta.get("env", {})).get("round_s")
         self.round_s: float | None = scn.round_for("agent") if rs is None else float(rs)
         self.events = True
+        self.cache = JobCache()
+        self._n = 0
+
+    def _tick(self) -> None:
+        """Count a decision; the job cache is cleared every 512 of them."""
+        self._n += 1
+        if self._n % 512 == 0:
+            self.cache.clear()
+
+
+class AgentPolicy(_ModelPolicy):
+    """A trained model as a :class:`gpusched_env.policy.Policy` (sticky starts, no preemption)."""
+
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
+        super().__init__(model, meta, scn)
+        env = dict(meta.get("env", {}))
         self.k = int(env.get("queue_slots", 16))
         self.fifo_slots = int(env.get("fifo_slots", 8))
         self.max_actions = int(env.get("max_actions_per_decision", 64))
         pal = env.get("pal")
         self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params(scn, pal, workload))
-        self.cache = JobCache()
-        self._n = 0
 
     def decide(self, view: ClusterView) -> list[Decision]:
-        self._n += 1
-        if self._n % 512 == 0:
-            self.cache.clear()
+        self._tick()
         b = DecisionBuilder(view, self.options, self.k, self.fifo_slots, self.cache)
         for _ in range(self.max_actions):
             if not b.any_valid():
@@ -122,18 +146,12 @@ class AgentPolicy:
         return list(b.decisions)
 
 
-class PreemptAgentPolicy:
+class PreemptAgentPolicy(_ModelPolicy):
     """A trained ``gpusched/Cluster-v1`` model as a policy (starts, preemptions, migrations)."""
 
     def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
+        super().__init__(model, meta, scn)
         env = dict(meta.get("env", {}))
-        self.name = "agent"
-        self.model = model
-        self.algo = meta.get("algo", "maskable_ppo")
-        self.masked = self.algo == "maskable_ppo"
-        rs = env.get("round_s")
-        self.round_s: float | None = scn.round_for("agent") if rs is None else float(rs)
-        self.events = True
         self.k = int(env.get("queue_slots") or 12)
         fifo = env.get("fifo_slots")
         self.fifo_slots = 4 if fifo is None else int(fifo)
@@ -142,14 +160,10 @@ class PreemptAgentPolicy:
         self.migrations = bool(env.get("migrations", True))
         self.max_actions = int(env.get("max_actions_per_decision") or 128)
         self.options = OptionSet(tuple(env.get("options") or OPTION_NAMES), pal_params(scn, env.get("pal"), workload))
-        self.cache = JobCache()
         self.clock = RoundClock(self.round_s)
-        self._n = 0
 
     def decide(self, view: ClusterView) -> list[Decision]:
-        self._n += 1
-        if self._n % 512 == 0:
-            self.cache.clear()
+        self._tick()
         b = PreemptBuilder(view, self.options, self.k, self.fifo_slots, self.r, self.cache,
                            clairvoyant=self.clairvoyant, is_round=self.clock.tick(view.now),
                            migrations=self.migrations)
@@ -182,16 +196,8 @@ def load_agent_policy(
     for workload number ``workload`` of ``scn`` (its PAL option plans with that workload's lf)."""
     if params:
         raise ConfigError(f"scenario.policies.agent: unknown parameter(s) for policy 'agent': {sorted(params)}")
-    import torch
-
-    torch.set_num_threads(1)
     meta = read_meta(path)
-    try:
-        model = load_model(path, meta.get("algo"))
-    except ConfigError:
-        raise
-    except Exception as e:  # SB3 raises many kinds on a damaged archive
-        raise ConfigError(f"agent_path {str(path)!r}: cannot load the model ({type(e).__name__}: {e})") from None
+    model = load_model_checked(path, meta, f"agent_path {str(path)!r}")
     env_id = str(meta.get("env_id", ENV_V0))
     policy: AgentPolicy | PreemptAgentPolicy
     if env_id == ENV_V1:

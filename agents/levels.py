@@ -129,7 +129,7 @@ def load_level_agent(path: str, level: str, scn: LevelScenario) -> LevelAgent:
     """The ``model.zip`` at ``path`` as a :class:`LevelAgent` for ``scn`` (a ``level`` scenario).
     A model of another env, level or scenario, or with other observation / action sizes, is a
     ConfigError naming what it was trained on and the command that trains one for ``scn``."""
-    from agents.adapter import load_model, read_meta
+    from agents.adapter import load_model_checked, read_meta
 
     meta = read_meta(path)
     where = f"agent_path {str(path)!r}"
@@ -139,15 +139,7 @@ def load_level_agent(path: str, level: str, scn: LevelScenario) -> LevelAgent:
     if got_env != want_env or got_scn != scn.name:
         raise ConfigError(f"{where}: this model was trained on env {got_env!r} ({env_level(str(got_env))} level), "
                           f"scenario {got_scn!r}; scenario {scn.name!r} needs a {want_env} model of that scenario: {hint}")
-    import torch
-
-    torch.set_num_threads(1)
-    try:
-        model = load_model(path, meta.get("algo"))
-    except ConfigError:
-        raise
-    except Exception as e:  # SB3 raises many kinds on a damaged archive
-        raise ConfigError(f"{where}: cannot load the model ({type(e).__name__}: {e})") from None
+    model = load_model_checked(path, meta, where)
     kwargs = {k: v for k, v in dict(meta.get("env", {})).items() if k not in BENCH_SETS}
     agent = LevelAgent(model, level, kwargs, meta.get("algo", "maskable_ppo") == "maskable_ppo")
     env = make_env(agent, scn, 0)
