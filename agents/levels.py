@@ -2,8 +2,8 @@
 pipeline (``gpusched/Pipeline-v0``).
 
 Training side (``gpusched-train``): :func:`check_env_level` refuses a cluster env with a device or
-pipeline scenario, or the reverse, before anything is written; :func:`load_level_scenario` loads a
-``level: device`` / ``level: pipeline`` scenario as its level's bench does.
+pipeline scenario, or the reverse, before anything is written (the scenario itself is loaded by
+:func:`bench.levels.load_level_scenario`, as the bench loads it).
 
 Bench side (``gpusched-bench ... policies=[...,agent] agent_path=FILE``): :func:`load_level_agent`
 checks that a ``model.zip`` was trained on this level's env and this scenario (a ConfigError naming
@@ -13,14 +13,13 @@ gets (same seed, same pair / taskset / case, the scenario's duration), returning
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpusched_env.config_util import ConfigError
-from gpusched_env.levels import LEVELS, LevelRun, LevelScenario
+from gpusched_env.levels import LevelRun, LevelScenario
 
 ENV_LEVELS: dict[str, str] = {"gpusched/GPUShare-v0": "device", "gpusched/Pipeline-v0": "pipeline"}
 """The level each env of a lower level runs on; every other gpusched env is a cluster env."""
@@ -36,28 +35,15 @@ def env_level(eid: str) -> str:
     return ENV_LEVELS.get(eid, "cluster")
 
 
-def scenario_level(raw: dict[str, Any]) -> str:
-    """The scenario's ``level`` (``cluster`` when the file does not say); an unknown one is an error."""
-    level = str(raw.get("level", "cluster"))
-    if level not in LEVELS:
-        raise ConfigError(f"scenario.level: {level!r} is not one of {', '.join(LEVELS)}")
-    return level
-
-
 def check_env_level(raw: dict[str, Any], eid: str) -> str:
     """The scenario's level, if ``eid`` trains on it; else a one-line ConfigError naming both."""
-    have, want = scenario_level(raw), env_level(eid)
+    from bench.levels import level_of
+
+    have, want = level_of(raw), env_level(eid)
     if have != want:
         raise ConfigError(f"scenario {raw.get('name', '?')!r} is a {have}-level scenario but env.id {eid!r} trains on "
                           f"{want}-level ones: use env={ENV_CONF[have]} (conf/env/{ENV_CONF[have]}.yaml)")
     return have
-
-
-def load_level_scenario(raw: dict[str, Any]) -> LevelScenario:
-    """A device- or pipeline-level scenario, typed by its level's bench module (``gpusched_env.<level>.bench``)."""
-    level = scenario_level(raw)
-    lb: Any = importlib.import_module(f"gpusched_env.{level}.bench")
-    return lb.load({k: v for k, v in raw.items() if k != "level"}, str(raw.get("name", "")))
 
 
 @dataclass
