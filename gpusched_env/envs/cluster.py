@@ -26,22 +26,36 @@ from gpusched_env.view import ClusterView
 
 
 class _JctIntegral:
-    """S(t) = sum over tracked jobs of their time in the system up to t (so S(end) = total JCT)."""
+    """S(t) = sum over tracked jobs of their time in the system up to t (so S(end) = total JCT), and
+    Q(t) = sum of half its square (so Q(end) = sum of JCT^2 / 2): the integral of each job's age."""
 
     def __init__(self, jobs: list[Job]) -> None:
         arr = np.sort(np.array([j.arrival_s for j in jobs if j.tracked], dtype=np.float64))
         self.arrivals = arr
         self.cum = np.concatenate([[0.0], np.cumsum(arr)])
+        self.cum2 = np.concatenate([[0.0], np.cumsum(arr * arr)])
         self.n_fin = 0
         self.fin_sum = 0.0
+        self.fin_a = 0.0  # finished jobs: sum of arrivals, of squared arrivals, of squared JCTs
+        self.fin_a2 = 0.0
+        self.fin_q = 0.0
 
-    def finish(self, t: float) -> None:
+    def finish(self, t: float, arrival: float = 0.0) -> None:
         self.n_fin += 1
         self.fin_sum += t
+        self.fin_a += arrival
+        self.fin_a2 += arrival * arrival
+        self.fin_q += (t - arrival) ** 2
 
     def at(self, t: float) -> float:
         n = int(np.searchsorted(self.arrivals, t, side="right"))
         return (n * t - self.cum[n]) - (self.n_fin * t - self.fin_sum)
+
+    def at2(self, t: float) -> float:
+        n = int(np.searchsorted(self.arrivals, t, side="right"))
+        arrived = n * t * t - 2.0 * t * self.cum[n] + self.cum2[n]  # sum of (t - a)^2
+        past_finish = self.n_fin * t * t - 2.0 * t * self.fin_a + self.fin_a2 - self.fin_q
+        return 0.5 * (arrived - past_finish)
 
 
 class ClusterEnv(gym.Env[np.ndarray, np.int64]):
@@ -87,7 +101,11 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     decision points, given on the step that ends the decision point ("done" or the last possible
     start). The episode return is therefore ``-(total JCT of the tracked jobs) x reward_scale``
     exactly (``reward_scale`` default ``1/3600``: job-hours). Optional: ``- energy_weight x kWh``
-    consumed and ``- slo_weight`` per job finishing after its deadline. An invalid action gives
+    consumed; ``- slo_weight`` per job finishing after its deadline; an age-weighted (tail) term
+    ``- age_weight x (sum of each job's age x elapsed) / age_scale_s x reward_scale``, so a job of age
+    A costs ``(1 + age_weight x A / age_scale_s) x reward_scale`` per second in the system and the
+    return adds ``- age_weight x sum(JCT^2) / (2 x age_scale_s) x reward_scale`` (a convex JCT cost:
+    a job kept waiting grows dearer, which holds back the tail). An invalid action gives
     ``-invalid_penalty``. Background (untracked) jobs count in no reward or metric, like the
     metrics; the observation does not say which jobs are tracked.
 
@@ -107,7 +125,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
 
     ``scenario`` (name or :class:`~gpusched_env.scenario.Scenario`), ``workloads`` (indices, default
     all), ``run_seeds`` (pool of run seeds or None), ``queue_slots`` K (16), ``fifo_slots`` (8),
-    ``options`` (names), ``reward_scale``, ``energy_weight``, ``slo_weight``, ``invalid_penalty``,
+    ``options`` (names), ``reward_scale``, ``energy_weight``, ``slo_weight``, ``age_weight`` (0: off)
+    and ``age_scale_s`` (86,400), ``invalid_penalty``,
     ``max_actions_per_decision`` (64), ``max_steps`` (None), ``round_s`` (scenario's), ``pal``
     (PAL placement parameters, default the scenario's ``policies.pal``), ``placements`` (factory of
     the exclusive placement options or its ``"module:function"`` path; default the heuristics' own,
@@ -119,7 +138,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version; later ``age_weight`` / ``age_scale_s`` (an optional reward term, off by
+      default: the observation, actions and default reward are unchanged).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -143,6 +163,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         pal: dict[str, Any] | None = None,
         workload_cache: int = 8,
         placements: str | PlacementFactory = DEFAULT_PLACEMENTS,
+        age_weight: float = 0.0,
+        age_scale_s: float = 86400.0,
     ) -> None:
         super().__init__()
         self.scn = load_scenario(scenario) if isinstance(scenario, str) else scenario
@@ -163,6 +185,10 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.reward_scale = float(reward_scale)
         self.energy_weight = float(energy_weight)
         self.slo_weight = float(slo_weight)
+        if age_weight < 0 or age_scale_s <= 0:
+            raise ValueError(f"need age_weight >= 0 and age_scale_s > 0, got {age_weight}, {age_scale_s}")
+        self.age_weight = float(age_weight)
+        self.age_scale_s = float(age_scale_s)
         self.invalid_penalty = float(invalid_penalty)
         self.max_actions_per_decision = int(max_actions_per_decision)
         self.max_steps = max_steps
@@ -228,6 +254,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._tracked = {j.job_id for j in jobs if j.tracked}
         self._t = 0.0
         self._s = 0.0
+        self._q = 0.0
         self._energy = 0.0
         self._steps = 0
         self._acts_here = 0
@@ -281,13 +308,17 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             if jid in self._tracked:
                 rec = sim.records[jid]
                 assert rec.finish_s is not None
-                self._jct.finish(rec.finish_s)
+                self._jct.finish(rec.finish_s, rec.job.arrival_s)
                 if rec.deadline_met is False:
                     misses += 1
         self._seen_done = len(done)
         s = self._jct.at(now)
         r = -(s - self._s) * self.reward_scale
         self._s = s
+        if self.age_weight:
+            q = self._jct.at2(now)
+            r -= self.age_weight * (q - self._q) / self.age_scale_s * self.reward_scale
+            self._q = q
         if self.energy_weight:
             e = sim.energy_now()
             r -= self.energy_weight * (e - self._energy) / J_PER_KWH

@@ -84,7 +84,9 @@ class ClusterV1Env(ClusterEnv):
     ## Rewards
 
     As v0: ``-(tracked jobs in the system) x (elapsed s) x reward_scale`` between decision points
-    (episode return = ``-total JCT x reward_scale``), optional energy and SLO terms,
+    (episode return = ``-total JCT x reward_scale``), optional energy, SLO and age-weighted (tail)
+    terms (``age_weight``, ``age_scale_s``: a job of age A costs ``1 + age_weight x A / age_scale_s``
+    times as much per second as a new one),
     ``-invalid_penalty`` per invalid action.
 
     ## Starting State, Episode End
@@ -130,11 +132,13 @@ class ClusterV1Env(ClusterEnv):
         pal: dict[str, Any] | None = None,
         workload_cache: int = 8,
         placements: str | PlacementFactory = DEFAULT_PLACEMENTS,
+        age_weight: float = 0.0,
+        age_scale_s: float = 86400.0,
     ) -> None:
         super().__init__(
             scenario, workloads, run_seeds, queue_slots, fifo_slots, options, reward_scale, energy_weight,
             slo_weight, invalid_penalty, max_actions_per_decision, max_steps, round_s, pal, workload_cache,
-            placements,
+            placements, age_weight, age_scale_s,
         )
         if running_slots < 1:
             raise ValueError(f"running_slots must be >= 1, got {running_slots}")
