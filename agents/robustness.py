@@ -121,6 +121,23 @@ def compose(variant: Variant, extra: list[str]) -> Any:
         raise ConfigError(f"variant {variant.name}: {line}") from None
 
 
+def check_variant(variant: Variant) -> str:
+    """The variant composes into a cluster-level scenario (its name is returned); else a ConfigError
+    naming the variant and the bad key."""
+    from bench.cli import scenario_from_cfg
+    from bench.levels import level_of
+
+    cfg = compose(variant, [])
+    try:
+        raw = dict(cfg.scenario)
+        if level_of(raw) != "cluster":
+            raise ConfigError(f"scenario {raw.get('name')!r} is a {level_of(raw)}-level scenario; the models "
+                              "here are cluster-level")
+        return scenario_from_cfg(cfg).name
+    except (ConfigError, ValueError, TypeError) as e:
+        raise ConfigError(f"variant {variant.name}: {' '.join(str(e).split())}") from None
+
+
 # ------------------------------------------------------------------------------------------------ runs
 @dataclass
 class Run:
@@ -233,9 +250,9 @@ def run_study(study: Study, console: Any = None, rerun: bool = False) -> dict[st
 
     from agents.adapter import describe_agent
     from bench.cli import check_bench, run_bench
-    from bench.report import write_json_atomic
+    from bench.report import wide_console, write_json_atomic
 
-    console = console or Console()
+    console = console or wide_console()
     names = [v.name for v in study.variants]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
@@ -243,6 +260,8 @@ def run_study(study: Study, console: Any = None, rerun: bool = False) -> dict[st
     unknown = sorted(set(study.imports) - set(names))
     if unknown:
         raise ConfigError(f"--import: no variant named {unknown}; variants: {names}")
+    for v in study.variants:
+        check_variant(v)
     models = [describe_agent(m) for m in study.models]
     imported: dict[tuple[str, int | None], tuple[dict[str, Any], str]] = {}
     for v in study.variants:
