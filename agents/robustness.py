@@ -489,6 +489,8 @@ def check_document(doc: dict[str, Any], where: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ CLI
 def main(argv: list[str] | None = None) -> None:
+    from bench.cli import BenchInterrupted
+
     ap = argparse.ArgumentParser(
         prog="python -m agents.robustness", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -548,6 +550,10 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as e:
         print(f"robustness: error: {' '.join(str(e).split())}", file=sys.stderr)
         raise SystemExit(2) from None
+    except (KeyboardInterrupt, BenchInterrupted):  # the bench run in flight was written, marked partial
+        print("robustness: interrupted; finished runs stay in --out and the same command goes on from them",
+              file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

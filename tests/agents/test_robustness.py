@@ -180,6 +180,21 @@ def test_tiny_study_runs_reuses_and_reprints(tiny_model, tmp_path, monkeypatch, 
     assert capsys.readouterr().out.strip() == rb.format_report(doc)
 
 
+def test_interrupted_study_says_how_to_go_on(tiny_model, tmp_path, monkeypatch, capsys):
+    import bench.cli
+
+    def stop(*a, **k):
+        raise bench.cli.BenchInterrupted("interrupted")
+
+    monkeypatch.setattr(bench.cli, "run_bench", stop)
+    with pytest.raises(SystemExit) as e:
+        rb.main([str(tiny_model), "--out", str(tmp_path / "s"), "--heuristics", "las", "--seeds", "0",
+                 "--variant", VARIANTS[0]])
+    assert e.value.code == 130
+    assert capsys.readouterr().err == ("robustness: interrupted; finished runs stay in --out and the same "
+                                       "command goes on from them\n")
+
+
 def test_import_is_checked_against_the_variant(tiny_model, tmp_path):
     res = tmp_path / "r" / "results.json"
     (res.parent / ".hydra").mkdir(parents=True)
