@@ -428,8 +428,8 @@ def format_report(doc: dict[str, Any]) -> str:
              f"base variant {base!r}",
              "vs best: against the best heuristic on that variant; Δ gap: change of vs best from the base (points); "
              "vs base: against the same policy's own figure on the base; agents: median over models, then min..max"]
-    head = (f"{'policy':<14} {'avg_jct_s':>12} {'vs best':>15} {'Δ gap':>15} {'vs base':>15}   "
-            f"{'p99_jct_s':>12} {'vs best':>15} {'Δ gap':>15} {'vs base':>15} {'finished':>9}")
+    head = (f"{'policy':<15} {'avg_jct_s':>12} {'vs best':>14} {'Δ gap':>16} {'vs base':>14}   "
+            f"{'p99_jct_s':>12} {'vs best':>14} {'Δ gap':>16} {'vs base':>14} {'finished':>10}")
     for t in ts:
         is_base = t.name == base
         lines += ["", f"== {t.name}: {' '.join(t.overrides)}" + (" (base)" if is_base else "")]
@@ -439,21 +439,21 @@ def format_report(doc: dict[str, Any]) -> str:
         def cells(c: Cell, is_base: bool = is_base) -> str:
             dg = "—" if is_base else f"{c.d_gap:+.1f}pp"
             vb = "—" if is_base else f"{c.vs_base:+.1f}%"
-            return f"{_h(c.value):>12} {c.vs_best:>+14.1f}% {dg:>15} {vb:>15}"
+            return f"{_h(c.value):>12} {c.vs_best:>+13.1f}% {dg:>16} {vb:>14}"
 
         for r in [*t.heuristics, t.median]:
-            lines.append(f"{r.label:<14} {cells(r.cells['avg_jct_s'])}   {cells(r.cells['p99_jct_s'])} {r.finished:>9.4g}")
+            lines.append(f"{r.label:<15} {cells(r.cells['avg_jct_s'])}   {cells(r.cells['p99_jct_s'])} {r.finished:>10.4g}")
 
         def rng(m: str, is_base: bool = is_base, t: VariantTable = t) -> str:
             lo, hi = t.spread[m]
-            dg = "—" if is_base else f"{lo.d_gap:+.1f}..{hi.d_gap:+.1f}"
-            vb = "—" if is_base else f"{lo.vs_base:+.1f}..{hi.vs_base:+.1f}"
-            return (f"{_h(lo.value) + '..' + _h(hi.value):>12} {f'{lo.vs_best:+.1f}..{hi.vs_best:+.1f}':>15} "
-                    f"{dg:>15} {vb:>15}")
+            dg = "—" if is_base else f"{lo.d_gap:+.1f}..{hi.d_gap:+.1f}pp"
+            vb = "—" if is_base else f"{lo.vs_base:+.1f}..{hi.vs_base:+.1f}%"
+            return (f"{_h(lo.value) + '..' + _h(hi.value):>12} {f'{lo.vs_best:+.1f}..{hi.vs_best:+.1f}%':>14} "
+                    f"{dg:>16} {vb:>14}")
 
         fin = [r.finished for r in t.agents]
-        lines.append(f"{'agents min..max':<14} {rng('avg_jct_s')}   {rng('p99_jct_s')} "
-                     f"{f'{min(fin):.4g}..{max(fin):.4g}':>9}")
+        lines.append(f"{'agents min..max':<15} {rng('avg_jct_s')}   {rng('p99_jct_s')} "
+                     f"{f'{min(fin):.4g}..{max(fin):.4g}':>10}")
         lines.append(f"   best heuristic: avg {t.best['avg_jct_s']}, p99 {t.best['p99_jct_s']}")
     lines += ["", "summary (agents: median over models; heuristics: min..max over heuristics)",
               f"{'variant':<14} {'best avg':>9} {'agents vs best':>15} {'Δ gap':>9} {'agents vs base':>15} "
