@@ -14,6 +14,7 @@ import signal
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -181,7 +182,12 @@ def run_level(cfg: DictConfig, raw: dict[str, Any], console: Console, out: Path,
     )
 
 
-def run_bench(cfg: DictConfig, console: Console, out: Path | None = None, multirun: bool = False) -> dict[str, Any]:
+def run_bench(
+    cfg: DictConfig, console: Console, out: Path | None = None, multirun: bool = False,
+    on_done: Callable[[TaskResult], None] | None = None,
+) -> dict[str, Any]:
+    """One bench run of ``cfg`` (a composed ``bench`` config) writing ``out``; ``on_done`` is called
+    after each finished simulation (a caller's own progress display)."""
     out = Path(cfg.out_dir) if out is None else out
     raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
     if level_of(raw) != "cluster":
@@ -200,6 +206,8 @@ def run_bench(cfg: DictConfig, console: Console, out: Path | None = None, multir
 
         def done(r: TaskResult) -> None:
             bar.update(job, advance=1, description=f"{r.task.policy} seed {r.task.seed} {r.workload_name}")
+            if on_done is not None:
+                on_done(r)
 
         interrupted = False
         try:
