@@ -10,6 +10,14 @@ over seeds, and whether the goal of issue 16 holds for the medians and for each 
 below ``--vs``, p99 no worse than ``--p99-vs``, every tracked job finished (as many as the baseline),
 and, for a clairvoyant agent instead, average within ``--within`` (5 %) of ``--clairvoyant-vs`` and
 every job finished.
+
+``--goal energy`` (issue 16 item 4) prints instead, per training seed, the agent's energy, average
+runtime (``avg_run_s``), average JCT, deadline-miss rate and finished jobs, with the energy change
+against ``--energy-vs`` (default EaCO) and against ``--runtime-base`` (default FIFO), and the runtime
+change against ``--runtime-base``; the goal: less energy than ``--energy-vs`` at no more runtime
+increase over ``--runtime-base`` than ``--energy-vs``'s, every job finished.
+
+    python -m agents.seeds_report runs/en_s*/eval/results.json --baseline runs/heur_eaco/results.json --goal energy
 """
 
 from __future__ import annotations
@@ -59,11 +67,7 @@ def report(agent_files: list[str], baseline: str, vs: str, p99_vs: str, clair_vs
     ref_clair = _metric(base, clair_vs, "avg_jct_s", baseline)
     ref_jobs = _metric(base, vs, "jobs_finished", baseline)
     rows: list[dict[str, Any]] = []
-    for f in agent_files:
-        doc = _load(f)
-        if doc.get("scenario") != base.get("scenario") or doc.get("seeds") != base.get("seeds"):
-            raise SystemExit(f"seeds_report: {f}: scenario/seeds {doc.get('scenario')}/{doc.get('seeds')} differ "
-                             f"from the baseline's {base.get('scenario')}/{base.get('seeds')}")
+    for f, doc in _agent_docs(agent_files, base):
         a = doc.get("agent", {})
         rows.append({
             "file": f, "seed": a.get("seed"), "clairvoyant": a.get("clairvoyant"),
@@ -109,6 +113,73 @@ def report(agent_files: list[str], baseline: str, vs: str, p99_vs: str, clair_vs
     return "\n".join(lines)
 
 
+def _agent_docs(agent_files: list[str], base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for f in agent_files:
+        doc = _load(f)
+        if doc.get("scenario") != base.get("scenario") or doc.get("seeds") != base.get("seeds"):
+            raise SystemExit(f"seeds_report: {f}: scenario/seeds {doc.get('scenario')}/{doc.get('seeds')} differ "
+                             f"from the baseline's {base.get('scenario')}/{base.get('seeds')}")
+        out.append((f, doc))
+    return out
+
+
+def energy_report(agent_files: list[str], baseline: str, vs: str = "eaco", runtime_base: str = "fifo") -> str:
+    """The energy goal's table (module docstring, ``--goal energy``)."""
+    base = _load(baseline)
+    ref_e = _metric(base, vs, "energy_kwh", baseline)
+    base_e = _metric(base, runtime_base, "energy_kwh", baseline)
+    base_run = _metric(base, runtime_base, "avg_run_s", baseline)
+    ref_run = _metric(base, vs, "avg_run_s", baseline)
+    ref_jct = _metric(base, vs, "avg_jct_s", baseline)
+    ref_miss = base["policies"][vs]["metrics"].get("deadline_miss_rate")
+    ref_jobs = _metric(base, vs, "jobs_finished", baseline)
+    bound = _pct(ref_run, base_run)
+    keys = ("energy", "run", "jct", "miss", "jobs")
+    rows: list[dict[str, Any]] = []
+    for f, doc in _agent_docs(agent_files, base):
+        a = doc.get("agent", {})
+        miss = doc["policies"].get("agent", {}).get("metrics", {}).get("deadline_miss_rate", float("nan"))
+        rows.append({"seed": a.get("seed"), "steps": a.get("num_timesteps"),
+                     "energy": _metric(doc, "agent", "energy_kwh", f), "run": _metric(doc, "agent", "avg_run_s", f),
+                     "jct": _metric(doc, "agent", "avg_jct_s", f), "miss": float(miss),
+                     "jobs": _metric(doc, "agent", "jobs_finished", f)})
+    miss_txt = "n/a" if ref_miss is None else f"{float(ref_miss):.3f}"
+    lines = [f"scenario {base.get('scenario')}, evaluation seeds {base.get('seeds')}; reference: {vs} "
+             f"{_h(ref_e)} kWh ({_pct(ref_e, base_e):+.1f}% vs {runtime_base}), avg_run_s {_h(ref_run)} "
+             f"({bound:+.1f}% vs {runtime_base}), avg_jct_s {_h(ref_jct)}, deadline misses {miss_txt}"]
+    lines.append(f"{'train seed':>10} {'energy_kwh':>10} {'vs ' + vs:>9} {'vs ' + runtime_base:>9} {'avg_run_s':>10} "
+                 f"{'run vs ' + runtime_base:>12} {'avg_jct_s':>10} {'misses':>7} {'finished':>9} {'RL steps':>9}")
+
+    def line(label: str, r: dict[str, Any]) -> str:
+        steps = r.get("steps")
+        return (f"{label:>10} {_h(r['energy']):>10} {_pct(r['energy'], ref_e):>+8.1f}% {_pct(r['energy'], base_e):>+8.1f}% "
+                f"{_h(r['run']):>10} {_pct(r['run'], base_run):>+11.1f}% {_h(r['jct']):>10} {r['miss']:>7.3f} "
+                f"{r['jobs']:>9.4g} {'' if steps is None else steps!s:>9}")
+
+    for r in rows:
+        lines.append(line(str(r["seed"]), r))
+    med = {k: statistics.median(r[k] for r in rows) for k in keys}
+    lines.append(line("median", med))
+    lo = {k: min(r[k] for r in rows) for k in keys}
+    hi = {k: max(r[k] for r in rows) for k in keys}
+    lines.append(f"spread (min..max over {len(rows)} seeds): energy_kwh {_h(lo['energy'])}..{_h(hi['energy'])} "
+                 f"({_pct(lo['energy'], ref_e):+.1f}%..{_pct(hi['energy'], ref_e):+.1f}% vs {vs}), avg_run_s "
+                 f"{_h(lo['run'])}..{_h(hi['run'])} ({_pct(lo['run'], base_run):+.1f}%..{_pct(hi['run'], base_run):+.1f}% "
+                 f"vs {runtime_base}), avg_jct_s {_h(lo['jct'])}..{_h(hi['jct'])}")
+
+    def verdict(r: dict[str, Any]) -> list[str]:
+        run = _pct(r["run"], base_run)
+        return [f"energy < {vs}: {'yes' if r['energy'] < ref_e else 'no'} ({_pct(r['energy'], ref_e):+.1f}%)",
+                f"runtime increase <= {vs}'s: {'yes' if r['run'] <= ref_run else 'no'} ({run:+.1f}% vs {bound:+.1f}%)",
+                f"all finished: {'yes' if r['jobs'] >= ref_jobs else 'no'}"]
+
+    lines.append("goal, medians: " + "; ".join(verdict(med)))
+    every = [all(v.split(": ")[1].startswith("yes") for v in verdict(r)) for r in rows]
+    lines.append(f"goal met by {sum(every)} of {len(rows)} seeds")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m agents.seeds_report", description=__doc__.split("\n\n")[0])
     ap.add_argument("agents", nargs="+", help="results.json of gpusched-bench policies=[agent], one per training seed")
@@ -117,7 +188,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--p99-vs", default="tiresias", help="p99-JCT reference (default tiresias)")
     ap.add_argument("--clairvoyant-vs", default="srtf", help="clairvoyant reference (default srtf)")
     ap.add_argument("--within", type=float, default=0.05, help="clairvoyant tolerance (default 0.05)")
+    ap.add_argument("--goal", choices=("jct", "energy"), default="jct",
+                    help="jct (default): the JCT goal above; energy: energy vs --energy-vs at bounded runtime")
+    ap.add_argument("--energy-vs", default="eaco", help="energy reference of --goal energy (default eaco)")
+    ap.add_argument("--runtime-base", default="fifo",
+                    help="--goal energy: runtime and energy changes are taken against it (default fifo)")
     a = ap.parse_args(argv)
+    if a.goal == "energy":
+        print(energy_report(a.agents, a.baseline, a.energy_vs, a.runtime_base))
+        return
     print(report(a.agents, a.baseline, a.vs, a.p99_vs, a.clairvoyant_vs, a.within))
 
 

@@ -13,17 +13,28 @@ name                   placement
 ``least_interference`` co-location allowed: GPUs with the fewest resident jobs, then lowest
                        utilisation, then fastest for the job's class (Gandiva-style time-slicing;
                        on exclusive clusters, ``max_jobs_per_gpu = 1``: the N fastest free GPUs)
+``consolidate``        co-location allowed, consolidating (EaCO's candidate order; not in the
+                       default set): among the GPUs that hold jobs, none of high priority, with
+                       utilisation below :data:`CONSOLIDATE_UTIL_MAX`, EaCO's first candidate set
+                       (the N most utilised overall, or on one node, or a running N-GPU job's
+                       GPUs: highest mean utilisation, then fewest nodes, then ids); when fewer
+                       than N such GPUs exist, free GPUs on the nodes holding the most jobs,
+                       then the other shared GPUs, most utilised first (then lowest id)
 =====================  ==========================================================================
+
+The default set (:data:`OPTION_NAMES`) is the first five; :data:`ALL_OPTION_NAMES` adds
+``consolidate``, selected by naming it in ``options`` (e.g. ``conf/env/cluster_energy.yaml``).
 
 The exclusive options are the heuristics' own placements (one implementation, no copy), injected:
 the env never imports a policy. :data:`DEFAULT_PLACEMENTS` names the factory that builds them
 (``baselines.env_options:exclusive_placements``); it is resolved when an env is built, and an env
 given ``placements=`` (a factory or its dotted path) uses another vocabulary. ``least_interference``
-is the env's own.
+and ``consolidate`` are the env's own.
 
 Validity: every exclusive option succeeds exactly when the job has at least N eligible free GPUs
 (PAL's last L x V entry and PM-First fall back to all eligible GPUs), so the action mask needs only
-counts; ``least_interference`` succeeds when N GPUs have a free job slot and enough memory.
+counts; ``least_interference`` and ``consolidate`` succeed when N GPUs have a free job slot and
+enough memory (the same GPUs, in another order).
 """
 
 from __future__ import annotations
@@ -34,11 +45,19 @@ from typing import Any
 
 import numpy as np
 
+from gpusched_env.catalog import find_model
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Job
 
 OPTION_NAMES: tuple[str, ...] = ("pal", "pm_first", "packed", "spread", "least_interference")
+"""The default placement options (every env's ``options`` default)."""
+ALL_OPTION_NAMES: tuple[str, ...] = (*OPTION_NAMES, "consolidate")
+"""Every option an env may be given."""
+CONSOLIDATE_UTIL_MAX = 0.8
+"""``consolidate`` co-locates first onto GPUs whose utilisation (measured at the decision point, plus
+the catalogue utilisation of jobs started there in this batch) is below this: EaCO's ``util_thr``
+default (baselines/eaco.py; a choice there, the paper does not publish it)."""
 EXCLUSIVE: frozenset[str] = frozenset({"pal", "pm_first", "packed", "spread"})
 DEFAULT_PLACEMENTS = "baselines.env_options:exclusive_placements"
 
@@ -74,10 +93,11 @@ class WorkingState:
     """The cluster as the decisions taken so far in this decision point leave it.
 
     ``ctx.free`` (exclusive placements), ``n_res`` and ``mem_used`` are working copies of the view's
-    arrays, updated by :meth:`take`.
+    arrays, updated by :meth:`take`; ``util`` is the view's (measured at the decision point) and
+    ``added_util`` the catalogue utilisation of the jobs started since (read by ``consolidate``).
     """
 
-    __slots__ = ("ctx", "n_res", "mem_used", "mem_cap", "up", "max_jobs", "util", "slowdown")
+    __slots__ = ("ctx", "n_res", "mem_used", "mem_cap", "up", "max_jobs", "util", "slowdown", "added_util", "_hp")
 
     def __init__(self, ctx: PlacementContext) -> None:
         view = ctx.view
@@ -89,13 +109,30 @@ class WorkingState:
         self.max_jobs = view.max_jobs_per_gpu
         self.util = view.gpu_util
         self.slowdown = view.slowdown
+        self.added_util = np.zeros(self.n_res.size)
+        self._hp: np.ndarray | None = None
 
     def take(self, job: Job, gpus: GpuSet) -> None:
         self.ctx.take(gpus)
-        n_res, mem_used, mem = self.n_res, self.mem_used, job.mem_gb
+        n_res, mem_used, mem, added, u = self.n_res, self.mem_used, job.mem_gb, self.added_util, job_util(job)
         for g in gpus:  # scalar updates: cheaper than fancy indexing for a few GPUs
             n_res[g] += 1
             mem_used[g] += mem
+            added[g] += u
+        if job.priority > 0 and self._hp is not None:
+            self._hp[list(gpus)] = True
+
+    @property
+    def high_priority(self) -> np.ndarray:
+        """(n_gpus,) bool: GPUs holding a high-priority job (``priority > 0``), made on first use."""
+        if self._hp is None:
+            view = self.ctx.view
+            hp = np.zeros(self.n_res.size, dtype=bool)
+            for jid, alloc in view.running.items():
+                if view.job(jid).priority > 0:
+                    hp[list(alloc.gpus)] = True
+            self._hp = hp
+        return self._hp
 
     def shareable(self, job: Job) -> np.ndarray:
         """(n_gpus,) bool: GPUs with a free job slot and memory for ``job`` (type respected)."""
@@ -113,6 +150,44 @@ def _least_interference(job: Job, ws: WorkingState) -> GpuSet | None:
     return tuple(sorted(int(g) for g in cand[order[: job.num_gpus]]))
 
 
+def job_util(job: Job) -> float:
+    """The GPU utilisation of ``job``'s model running alone (catalogue); 1.0 for an unknown model."""
+    spec = find_model(job.model)
+    return spec.util if spec is not None else 1.0
+
+
+def _consolidate(job: Job, ws: WorkingState) -> GpuSet | None:
+    cand = np.flatnonzero(ws.shareable(job))
+    n = job.num_gpus
+    if cand.size < n:
+        return None
+    util = np.asarray(ws.util) + ws.added_util
+    shared = ws.n_res > 0
+    joinable = np.zeros(util.size, dtype=bool)
+    joinable[cand] = True
+    joinable &= shared & (util < CONSOLIDATE_UTIL_MAX) & ~ws.high_priority
+    node = ws.ctx.view.topology.gpu_node
+    idx = np.flatnonzero(joinable)
+    if idx.size >= n:  # EaCO's candidate sets, most utilised first, then fewer nodes, then ids
+        by_util = idx[np.lexsort((idx, -util[idx]))]
+        sets = {tuple(sorted(int(g) for g in by_util[:n]))}
+        for k in np.unique(node[idx]).tolist():
+            on_k = by_util[node[by_util] == k]
+            if on_k.size >= n:
+                sets.add(tuple(sorted(int(g) for g in on_k[:n])))
+        for alloc in ws.ctx.view.running.values():
+            if len(alloc.gpus) == n and bool(joinable[list(alloc.gpus)].all()):
+                sets.add(tuple(sorted(alloc.gpus)))
+        return min(sets, key=lambda t: (-float(util[list(t)].mean()), np.unique(node[list(t)]).size, t))
+    node_jobs = np.bincount(node, weights=ws.n_res, minlength=int(node.max()) + 1)[node[cand]]
+    busy = shared[cand]  # free GPUs on the nodes holding the most jobs, then the other shared GPUs
+    order = np.lexsort((cand, -util[cand], np.where(busy, 0.0, -node_jobs), busy))
+    return tuple(sorted(int(g) for g in cand[order[:n]]))
+
+
+_SHARED = {"least_interference": _least_interference, "consolidate": _consolidate}
+
+
 class OptionSet:
     """The env's placement options, in action order (``names``)."""
 
@@ -121,15 +196,16 @@ class OptionSet:
         placements: str | PlacementFactory = DEFAULT_PLACEMENTS,
     ) -> None:
         names = tuple(names)
-        unknown = [n for n in names if n not in OPTION_NAMES]
+        unknown = [n for n in names if n not in ALL_OPTION_NAMES]
         if unknown or not names or len(set(names)) != len(names):
-            raise ValueError(f"placement options must be distinct names from {OPTION_NAMES}, got {names}")
+            raise ValueError(f"placement options must be distinct names from {ALL_OPTION_NAMES}, got {names}")
         self.names = names
         table = resolve_placements(placements)(dict(pal or {}))
         missing = [n for n in names if n in EXCLUSIVE and n not in table]
         if missing:
             raise ValueError(f"placements: the factory gives no placement for option(s) {missing}")
         self._placements: list[Placement | None] = [table.get(n) for n in names]
+        self._shared = [_SHARED.get(n) for n in names]
         self.exclusive = np.array([n in EXCLUSIVE for n in names], dtype=bool)
         self.all_exclusive = bool(self.exclusive.all())
         self.any_exclusive = bool(self.exclusive.any())
@@ -140,5 +216,7 @@ class OptionSet:
     def place(self, i: int, job: Job, ws: WorkingState) -> GpuSet | None:
         p = self._placements[i]
         if p is None:
-            return _least_interference(job, ws)
+            shared = self._shared[i]
+            assert shared is not None
+            return shared(job, ws)
         return p.place(job, ws.ctx)

@@ -41,3 +41,41 @@ def test_clairvoyant_check_and_mismatched_files(tmp_path):
     other.write_text(json.dumps({"scenario": "t", "seeds": [0, 1], "policies": {}}))
     with pytest.raises(SystemExit, match="differ from the baseline"):
         report([str(other)], base, "las", "tiresias", "srtf", 0.05)
+
+
+def _edoc(path, policies, agent=None):
+    doc = {"scenario": "s", "seeds": [0, 1], "policies": {
+        p: {"metrics": {"energy_kwh": e, "avg_run_s": r, "avg_jct_s": r + 10.0, "deadline_miss_rate": 0.01,
+                        "jobs_finished": 5.0}}
+        for p, (e, r) in policies.items()}}
+    if agent is not None:
+        doc["agent"] = agent
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_energy_goal_rows_median_and_verdicts(tmp_path):
+    from agents.seeds_report import energy_report
+
+    base = _edoc(tmp_path / "b.json", {"fifo": (1000.0, 100.0), "eaco": (900.0, 110.0)})
+    agents = [_edoc(tmp_path / f"a{s}.json", {"agent": (e, r)}, {"seed": s, "num_timesteps": 7})
+              for s, (e, r) in enumerate([(850.0, 105.0), (880.0, 120.0), (950.0, 100.0)])]
+    out = energy_report(agents, base)
+    assert "reference: eaco 900 kWh (-10.0% vs fifo), avg_run_s 110 (+10.0% vs fifo), avg_jct_s 120" in out
+    assert "         0        850     -5.6%    -15.0%        105        +5.0%        115   0.010         5         7" in out
+    assert "    median        880     -2.2%    -12.0%        105        +5.0%        115" in out
+    assert "energy_kwh 850..950 (-5.6%..+5.6% vs eaco), avg_run_s 100..120 (+0.0%..+20.0% vs fifo)" in out
+    assert ("goal, medians: energy < eaco: yes (-2.2%); runtime increase <= eaco's: yes (+5.0% vs +10.0%); "
+            "all finished: yes") in out
+    assert "goal met by 1 of 3 seeds" in out  # seed 1: runtime +20 %; seed 2: more energy than eaco
+
+
+def test_energy_goal_from_the_command_line(tmp_path, capsys):
+    from agents.seeds_report import main
+
+    base = _edoc(tmp_path / "b.json", {"fifo": (1000.0, 100.0), "eaco": (900.0, 110.0)})
+    a = _edoc(tmp_path / "a.json", {"agent": (950.0, 100.0)}, {"seed": 0})
+    main([a, "--baseline", base, "--goal", "energy"])
+    assert "goal met by 0 of 1 seeds" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no metric 'energy_kwh' for policy 'gandiva'"):
+        main([a, "--baseline", base, "--goal", "energy", "--energy-vs", "gandiva"])
