@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agents.seeds_report import load_results
 from gpusched_env.config_util import ConfigError
 
 METRICS = ("avg_jct_s", "p99_jct_s")
@@ -170,17 +171,6 @@ class Run:
         if spec.get("overrides") != self.overrides() or doc.get("partial"):
             return None
         return dict(doc)
-
-
-def load_results(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{p}: not a readable results.json ({e})") from None
-    if not isinstance(doc, dict) or "policies" not in doc:
-        raise ConfigError(f"{p}: no 'policies' (not a gpusched-bench results.json)")
-    return doc
 
 
 def _identity(agent: dict[str, Any]) -> dict[str, Any]:

@@ -29,16 +29,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gpusched_env.config_util import ConfigError
 
-def _load(path: str) -> dict[str, Any]:
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """A ``gpusched-bench`` results.json; a ConfigError naming the file when it is not one."""
     p = Path(path)
     try:
         doc = json.loads(p.read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise SystemExit(f"seeds_report: {path}: not a readable results.json ({e})") from None
+        raise ConfigError(f"{p}: not a readable results.json ({e})") from None
     if not isinstance(doc, dict) or "policies" not in doc:
-        raise SystemExit(f"seeds_report: {path}: no 'policies' (not a gpusched-bench results.json)")
+        raise ConfigError(f"{p}: no 'policies' (not a gpusched-bench results.json)")
     return doc
+
+
+def _load(path: str) -> dict[str, Any]:
+    try:
+        return load_results(path)
+    except ConfigError as e:
+        raise SystemExit(f"seeds_report: {e}") from None
 
 
 def _metric(doc: dict[str, Any], policy: str, key: str, path: str) -> float:
