@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.seeds_report import load_results
+from agents.seeds_report import load_results, pct_change, short_num
 from gpusched_env.config_util import ConfigError
 
 METRICS = ("avg_jct_s", "p99_jct_s")
@@ -357,10 +357,6 @@ class VariantTable:
     spread: dict[str, tuple[Cell, Cell]]  # metric -> (min, max) of each field over the models
 
 
-def _pct(x: float, ref: float) -> float:
-    return 100.0 * (x / ref - 1.0)
-
-
 def tables(doc: dict[str, Any]) -> list[VariantTable]:
     """Every variant's rows (see :class:`Cell`); the base is the variant named ``doc['base']``."""
     by_name = {v["name"]: v for v in doc["variants"]}
@@ -379,8 +375,8 @@ def tables(doc: dict[str, Any]) -> list[VariantTable]:
         def row(label: str, fig: dict[str, float], base_fig: dict[str, float], bests=bests) -> Row:
             cells = {}
             for m in METRICS:
-                gap = _pct(fig[m], bests[m][1])
-                cells[m] = Cell(fig[m], gap, gap - _pct(base_fig[m], base_best[m]), _pct(fig[m], base_fig[m]))
+                gap = pct_change(fig[m], bests[m][1])
+                cells[m] = Cell(fig[m], gap, gap - pct_change(base_fig[m], base_best[m]), pct_change(fig[m], base_fig[m]))
             return Row(label, cells, fig["jobs_finished"])
 
         hrows = [row(h, v["heuristics"][h], base["heuristics"][h]) for h in heur]
@@ -397,14 +393,6 @@ def tables(doc: dict[str, Any]) -> list[VariantTable]:
         out.append(VariantTable(v["name"], list(v["overrides"]), v.get("doc", ""), {m: bests[m][0] for m in METRICS},
                                 hrows, arows, median, spread))
     return out
-
-
-def _h(x: float) -> str:
-    """3 significant digits with a k / M suffix, as the bench's tables."""
-    for div, suf in ((1e6, "M"), (1e3, "k")):
-        if abs(x) >= div:
-            return f"{x / div:.3g}{suf}"
-    return f"{x:.3g}"
 
 
 def format_report(doc: dict[str, Any]) -> str:
@@ -429,7 +417,7 @@ def format_report(doc: dict[str, Any]) -> str:
         def cells(c: Cell, is_base: bool = is_base) -> str:
             dg = "—" if is_base else f"{c.d_gap:+.1f}pp"
             vb = "—" if is_base else f"{c.vs_base:+.1f}%"
-            return f"{_h(c.value):>12} {c.vs_best:>+13.1f}% {dg:>16} {vb:>14}"
+            return f"{short_num(c.value):>12} {c.vs_best:>+13.1f}% {dg:>16} {vb:>14}"
 
         for r in [*t.heuristics, t.median]:
             lines.append(f"{r.label:<15} {cells(r.cells['avg_jct_s'])}   {cells(r.cells['p99_jct_s'])} {r.finished:>10.4g}")
@@ -438,7 +426,7 @@ def format_report(doc: dict[str, Any]) -> str:
             lo, hi = t.spread[m]
             dg = "—" if is_base else f"{lo.d_gap:+.1f}..{hi.d_gap:+.1f}pp"
             vb = "—" if is_base else f"{lo.vs_base:+.1f}..{hi.vs_base:+.1f}%"
-            return (f"{_h(lo.value) + '..' + _h(hi.value):>12} {f'{lo.vs_best:+.1f}..{hi.vs_best:+.1f}%':>14} "
+            return (f"{short_num(lo.value) + '..' + short_num(hi.value):>12} {f'{lo.vs_best:+.1f}..{hi.vs_best:+.1f}%':>14} "
                     f"{dg:>16} {vb:>14}")
 
         fin = [r.finished for r in t.agents]

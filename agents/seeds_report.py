@@ -58,7 +58,7 @@ def _metric(doc: dict[str, Any], policy: str, key: str, path: str) -> float:
         raise SystemExit(f"seeds_report: {path}: no metric {key!r} for policy {policy!r}") from None
 
 
-def _h(x: float) -> str:
+def short_num(x: float) -> str:
     """3 significant digits with a k / M suffix, as the bench's tables."""
     for div, suf in ((1e6, "M"), (1e3, "k")):
         if abs(x) >= div:
@@ -66,7 +66,7 @@ def _h(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _pct(x: float, ref: float) -> float:
+def pct_change(x: float, ref: float) -> float:
     return 100.0 * (x / ref - 1.0)
 
 
@@ -88,14 +88,14 @@ def report(agent_files: list[str], baseline: str, vs: str, p99_vs: str, clair_vs
     clair = {r["clairvoyant"] for r in rows}
     lines = [f"scenario {base.get('scenario')}, evaluation seeds {base.get('seeds')}; agents: "
              f"clairvoyant={'/'.join(str(c) for c in sorted(clair, key=str))}; reference: avg {vs} "
-             f"{_h(ref_avg)} s, p99 {p99_vs} {_h(ref_p99)} s, avg {clair_vs} {_h(ref_clair)} s"]
+             f"{short_num(ref_avg)} s, p99 {p99_vs} {short_num(ref_p99)} s, avg {clair_vs} {short_num(ref_clair)} s"]
     head = (f"{'train seed':>10} {'avg_jct_s':>10} {'vs ' + vs:>9} {'vs ' + clair_vs:>9} {'p99_jct_s':>10} "
             f"{'vs ' + p99_vs:>12} {'makespan_s':>11} {'finished':>9} {'RL steps':>9}")
     lines.append(head)
 
     def line(label: str, avg: float, p99: float, mk: float, jobs: float, steps: object = "") -> str:
-        return (f"{label:>10} {_h(avg):>10} {_pct(avg, ref_avg):>+8.1f}% {_pct(avg, ref_clair):>+8.1f}% {_h(p99):>10} "
-                f"{_pct(p99, ref_p99):>+11.1f}% {_h(mk):>11} {jobs:>9.4g} {'' if steps is None else steps!s:>9}")
+        return (f"{label:>10} {short_num(avg):>10} {pct_change(avg, ref_avg):>+8.1f}% {pct_change(avg, ref_clair):>+8.1f}% {short_num(p99):>10} "
+                f"{pct_change(p99, ref_p99):>+11.1f}% {short_num(mk):>11} {jobs:>9.4g} {'' if steps is None else steps!s:>9}")
 
     for r in rows:
         lines.append(line(str(r["seed"]), r["avg"], r["p99"], r["makespan"], r["jobs"], r["steps"]))
@@ -103,18 +103,18 @@ def report(agent_files: list[str], baseline: str, vs: str, p99_vs: str, clair_vs
     lines.append(line("median", med["avg"], med["p99"], med["makespan"], med["jobs"]))
     lo = {k: min(r[k] for r in rows) for k in ("avg", "p99")}
     hi = {k: max(r[k] for r in rows) for k in ("avg", "p99")}
-    lines.append(f"spread (min..max over {len(rows)} seeds): avg_jct_s {_h(lo['avg'])}..{_h(hi['avg'])} "
-                 f"({_pct(lo['avg'], ref_avg):+.1f}%..{_pct(hi['avg'], ref_avg):+.1f}% vs {vs}), p99_jct_s "
-                 f"{_h(lo['p99'])}..{_h(hi['p99'])} ({_pct(lo['p99'], ref_p99):+.1f}%..{_pct(hi['p99'], ref_p99):+.1f}% "
+    lines.append(f"spread (min..max over {len(rows)} seeds): avg_jct_s {short_num(lo['avg'])}..{short_num(hi['avg'])} "
+                 f"({pct_change(lo['avg'], ref_avg):+.1f}%..{pct_change(hi['avg'], ref_avg):+.1f}% vs {vs}), p99_jct_s "
+                 f"{short_num(lo['p99'])}..{short_num(hi['p99'])} ({pct_change(lo['p99'], ref_p99):+.1f}%..{pct_change(hi['p99'], ref_p99):+.1f}% "
                  f"vs {p99_vs})")
 
     def verdict(r: dict[str, float], clairvoyant: bool) -> list[str]:
         done = f"all finished: {'yes' if r['jobs'] >= ref_jobs else 'no'}"
         if clairvoyant:  # the clairvoyant goal: within `within` of the clairvoyant reference
             return [f"avg within {within:.0%} of {clair_vs}: "
-                    f"{'yes' if r['avg'] <= ref_clair * (1 + within) else 'no'} ({_pct(r['avg'], ref_clair):+.1f}%)", done]
-        return [f"avg < {vs}: {'yes' if r['avg'] < ref_avg else 'no'} ({_pct(r['avg'], ref_avg):+.1f}%)",
-                f"p99 <= {p99_vs}: {'yes' if r['p99'] <= ref_p99 else 'no'} ({_pct(r['p99'], ref_p99):+.1f}%)", done]
+                    f"{'yes' if r['avg'] <= ref_clair * (1 + within) else 'no'} ({pct_change(r['avg'], ref_clair):+.1f}%)", done]
+        return [f"avg < {vs}: {'yes' if r['avg'] < ref_avg else 'no'} ({pct_change(r['avg'], ref_avg):+.1f}%)",
+                f"p99 <= {p99_vs}: {'yes' if r['p99'] <= ref_p99 else 'no'} ({pct_change(r['p99'], ref_p99):+.1f}%)", done]
 
     is_clair = clair == {True}
     lines.append("goal, medians: " + "; ".join(verdict(med, is_clair)))
@@ -144,7 +144,7 @@ def energy_report(agent_files: list[str], baseline: str, vs: str = "eaco", runti
     ref_jct = _metric(base, vs, "avg_jct_s", baseline)
     ref_miss = base["policies"][vs]["metrics"].get("deadline_miss_rate")
     ref_jobs = _metric(base, vs, "jobs_finished", baseline)
-    bound = _pct(ref_run, base_run)
+    bound = pct_change(ref_run, base_run)
     keys = ("energy", "run", "jct", "miss", "jobs")
     rows: list[dict[str, Any]] = []
     for f, doc in _agent_docs(agent_files, base):
@@ -156,15 +156,15 @@ def energy_report(agent_files: list[str], baseline: str, vs: str = "eaco", runti
                      "jobs": _metric(doc, "agent", "jobs_finished", f)})
     miss_txt = "n/a" if ref_miss is None else f"{float(ref_miss):.3f}"
     lines = [f"scenario {base.get('scenario')}, evaluation seeds {base.get('seeds')}; reference: {vs} "
-             f"{_h(ref_e)} kWh ({_pct(ref_e, base_e):+.1f}% vs {runtime_base}), avg_run_s {_h(ref_run)} "
-             f"({bound:+.1f}% vs {runtime_base}), avg_jct_s {_h(ref_jct)}, deadline misses {miss_txt}"]
+             f"{short_num(ref_e)} kWh ({pct_change(ref_e, base_e):+.1f}% vs {runtime_base}), avg_run_s {short_num(ref_run)} "
+             f"({bound:+.1f}% vs {runtime_base}), avg_jct_s {short_num(ref_jct)}, deadline misses {miss_txt}"]
     lines.append(f"{'train seed':>10} {'energy_kwh':>10} {'vs ' + vs:>9} {'vs ' + runtime_base:>9} {'avg_run_s':>10} "
                  f"{'run vs ' + runtime_base:>12} {'avg_jct_s':>10} {'misses':>7} {'finished':>9} {'RL steps':>9}")
 
     def line(label: str, r: dict[str, Any]) -> str:
         steps = r.get("steps")
-        return (f"{label:>10} {_h(r['energy']):>10} {_pct(r['energy'], ref_e):>+8.1f}% {_pct(r['energy'], base_e):>+8.1f}% "
-                f"{_h(r['run']):>10} {_pct(r['run'], base_run):>+11.1f}% {_h(r['jct']):>10} {r['miss']:>7.3f} "
+        return (f"{label:>10} {short_num(r['energy']):>10} {pct_change(r['energy'], ref_e):>+8.1f}% {pct_change(r['energy'], base_e):>+8.1f}% "
+                f"{short_num(r['run']):>10} {pct_change(r['run'], base_run):>+11.1f}% {short_num(r['jct']):>10} {r['miss']:>7.3f} "
                 f"{r['jobs']:>9.4g} {'' if steps is None else steps!s:>9}")
 
     for r in rows:
@@ -173,14 +173,14 @@ def energy_report(agent_files: list[str], baseline: str, vs: str = "eaco", runti
     lines.append(line("median", med))
     lo = {k: min(r[k] for r in rows) for k in keys}
     hi = {k: max(r[k] for r in rows) for k in keys}
-    lines.append(f"spread (min..max over {len(rows)} seeds): energy_kwh {_h(lo['energy'])}..{_h(hi['energy'])} "
-                 f"({_pct(lo['energy'], ref_e):+.1f}%..{_pct(hi['energy'], ref_e):+.1f}% vs {vs}), avg_run_s "
-                 f"{_h(lo['run'])}..{_h(hi['run'])} ({_pct(lo['run'], base_run):+.1f}%..{_pct(hi['run'], base_run):+.1f}% "
-                 f"vs {runtime_base}), avg_jct_s {_h(lo['jct'])}..{_h(hi['jct'])}")
+    lines.append(f"spread (min..max over {len(rows)} seeds): energy_kwh {short_num(lo['energy'])}..{short_num(hi['energy'])} "
+                 f"({pct_change(lo['energy'], ref_e):+.1f}%..{pct_change(hi['energy'], ref_e):+.1f}% vs {vs}), avg_run_s "
+                 f"{short_num(lo['run'])}..{short_num(hi['run'])} ({pct_change(lo['run'], base_run):+.1f}%..{pct_change(hi['run'], base_run):+.1f}% "
+                 f"vs {runtime_base}), avg_jct_s {short_num(lo['jct'])}..{short_num(hi['jct'])}")
 
     def verdict(r: dict[str, Any]) -> list[str]:
-        run = _pct(r["run"], base_run)
-        return [f"energy < {vs}: {'yes' if r['energy'] < ref_e else 'no'} ({_pct(r['energy'], ref_e):+.1f}%)",
+        run = pct_change(r["run"], base_run)
+        return [f"energy < {vs}: {'yes' if r['energy'] < ref_e else 'no'} ({pct_change(r['energy'], ref_e):+.1f}%)",
                 f"runtime increase <= {vs}'s: {'yes' if r['run'] <= ref_run else 'no'} ({run:+.1f}% vs {bound:+.1f}%)",
                 f"all finished: {'yes' if r['jobs'] >= ref_jobs else 'no'}"]
 

@@ -9,7 +9,6 @@ from gymnasium import spaces
 
 from gpusched_env.envs.cluster import ClusterEnv
 from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW
-from gpusched_env.envs.options import DEFAULT_PLACEMENTS, OPTION_NAMES, PlacementFactory
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
 from gpusched_env.scenario import Scenario
 
@@ -114,31 +113,20 @@ class ClusterV1Env(ClusterEnv):
     def __init__(
         self,
         scenario: str | Scenario = "synthetic_philly",
-        workloads: list[int] | None = None,
-        run_seeds: list[int] | None = None,
-        queue_slots: int = 12,
-        fifo_slots: int = 4,
+        *,
         running_slots: int = 8,
         clairvoyant: bool = False,
         migrations: bool = True,
-        options: list[str] | tuple[str, ...] = OPTION_NAMES,
-        reward_scale: float = 1.0 / 3600.0,
-        energy_weight: float = 0.0,
-        slo_weight: float = 0.0,
-        invalid_penalty: float = 1.0,
+        queue_slots: int = 12,
+        fifo_slots: int = 4,
         max_actions_per_decision: int = 128,
-        max_steps: int | None = None,
-        round_s: float | None = None,
-        pal: dict[str, Any] | None = None,
-        workload_cache: int = 8,
-        placements: str | PlacementFactory = DEFAULT_PLACEMENTS,
-        age_weight: float = 0.0,
-        age_scale_s: float = 86400.0,
+        **v0_args: Any,
     ) -> None:
+        """v1's own arguments; every other keyword is :class:`ClusterEnv`'s, passed on unchanged (three
+        of them with v1's own defaults: a smaller start window, more actions per decision point)."""
         super().__init__(
-            scenario, workloads, run_seeds, queue_slots, fifo_slots, options, reward_scale, energy_weight,
-            slo_weight, invalid_penalty, max_actions_per_decision, max_steps, round_s, pal, workload_cache,
-            placements, age_weight, age_scale_s,
+            scenario, queue_slots=queue_slots, fifo_slots=fifo_slots,
+            max_actions_per_decision=max_actions_per_decision, **v0_args,
         )
         if running_slots < 1:
             raise ValueError(f"running_slots must be >= 1, got {running_slots}")

@@ -18,6 +18,7 @@ from bench.runner import simulate
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario
+from tests.agents.agent_helpers import play_model
 
 ROOT = Path(__file__).resolve().parents[2]
 SCN = "synthetic_small"
@@ -71,14 +72,7 @@ def test_agent_through_bench_equals_agent_through_env(saved_model):
     policy = load_agent_policy(saved_model, scn)
     _, res_bench = simulate(scn, policy, 2, 0)
     env = gym.make("gpusched/Cluster-v0", scenario=scn)
-    u = env.unwrapped
-    obs, info = env.reset(options={"workload": 0, "run_seed": 2})
-    over = False
-    while not over:
-        a, _ = policy.model.predict(obs, action_masks=info["action_mask"], deterministic=True)
-        obs, _, term, trunc, info = env.step(int(a))
-        over = term or trunc
-    assert compute_metrics(u.result()) == compute_metrics(res_bench)
+    assert compute_metrics(play_model(env, policy.model, run_seed=2)) == compute_metrics(res_bench)
 
 
 def test_behaviour_cloning_learns_the_teacher():

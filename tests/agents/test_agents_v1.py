@@ -16,6 +16,7 @@ from gpusched_env.config_util import ConfigError
 from gpusched_env.envs import ClusterV1Env
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario
+from tests.agents.agent_helpers import play_model
 
 SCN = "synthetic_small"
 
@@ -81,13 +82,7 @@ def test_v1_agent_through_bench_equals_agent_through_env(cloned_las):
     assert isinstance(policy, PreemptAgentPolicy)
     _, res_bench = simulate(scn, policy, 0, 0)
     env = gym.make("gpusched/Cluster-v1", scenario=scn, options=["packed"])
-    obs, info = env.reset(options={"workload": 0, "run_seed": 0})
-    over = False
-    while not over:
-        a, _ = policy.model.predict(obs, action_masks=info["action_mask"], deterministic=True)
-        obs, _, term, trunc, info = env.step(int(a))
-        over = term or trunc
-    m = compute_metrics(env.unwrapped.result())
+    m = compute_metrics(play_model(env, policy.model, run_seed=0))
     assert m == compute_metrics(res_bench)
     assert m["jobs_finished"] > 0
 

@@ -9,14 +9,18 @@ import pytest
 from agents.seeds_report import report
 
 
-def _doc(path, policies, agent=None):
-    doc = {"scenario": "s", "seeds": [0, 1], "policies": {
-        p: {"metrics": {"avg_jct_s": a, "p99_jct_s": q, "makespan_s": 10.0, "jobs_finished": 5.0}}
-        for p, (a, q) in policies.items()}}
+def _write(path, metrics, agent=None):
+    """A results.json with ``metrics`` = {policy: {metric: value}} (and the agent's identity)."""
+    doc = {"scenario": "s", "seeds": [0, 1], "policies": {p: {"metrics": m} for p, m in metrics.items()}}
     if agent is not None:
         doc["agent"] = agent
     path.write_text(json.dumps(doc))
     return str(path)
+
+
+def _doc(path, policies, agent=None):
+    return _write(path, {p: {"avg_jct_s": a, "p99_jct_s": q, "makespan_s": 10.0, "jobs_finished": 5.0}
+                         for p, (a, q) in policies.items()}, agent)
 
 
 def test_rows_median_and_goal(tmp_path):
@@ -44,14 +48,8 @@ def test_clairvoyant_check_and_mismatched_files(tmp_path):
 
 
 def _edoc(path, policies, agent=None):
-    doc = {"scenario": "s", "seeds": [0, 1], "policies": {
-        p: {"metrics": {"energy_kwh": e, "avg_run_s": r, "avg_jct_s": r + 10.0, "deadline_miss_rate": 0.01,
-                        "jobs_finished": 5.0}}
-        for p, (e, r) in policies.items()}}
-    if agent is not None:
-        doc["agent"] = agent
-    path.write_text(json.dumps(doc))
-    return str(path)
+    return _write(path, {p: {"energy_kwh": e, "avg_run_s": r, "avg_jct_s": r + 10.0, "deadline_miss_rate": 0.01,
+                             "jobs_finished": 5.0} for p, (e, r) in policies.items()}, agent)
 
 
 def test_energy_goal_rows_median_and_verdicts(tmp_path):
