@@ -10,16 +10,20 @@ The env is a config group (``conf/env/NAME.yaml``: its registered ``id`` and the
 The run folder DIR replays the run: ``config.yaml`` (resolved config), ``command.txt`` (the command
 line), ``model.zip`` (the final model; env arguments inside, loadable by ``agent_path``),
 ``checkpoints/``, ``tb/`` (tensorboard), ``eval/`` (evaluation callback log), ``bc.json`` (the BC
-warm start's data size, loss and accuracy), ``.hydra/``.
+warm start's data size, loss and accuracy), ``.hydra/``. With ``select.enabled`` (see
+:mod:`agents.selection`), ``model.zip`` is the policy selected on the training workloads,
+``last_model.zip`` the last one and ``selection.json`` the scores of every candidate.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +144,8 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     if cfg.bc.teacher and eid not in BC_ENVS:
         raise ConfigError(f"bc.teacher: the BC warm start is built for {' and '.join(BC_ENVS)} only, not env.id={eid!r}")
     scn = scenario_for(cfg, eid)  # a bad scenario (or one of another level) is named before anything is written
+    sel = (_selection_callback(cfg, eid, scn, env_kwargs(cfg), str(cfg.agent.algo) == "maskable_ppo", out,
+                               int(cfg.n_envs)) if cfg.select.enabled else None)  # so is a bad select.* key
     torch.set_num_threads(int(cfg.torch_threads))
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
@@ -177,8 +183,11 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
         CheckpointCallback(max(1, int(cfg.checkpoint_freq) // n_envs), str(ckpt_dir), name_prefix="model",
                            save_vecnormalize=bool(cfg.normalize_reward)),
     ]
-    if cfg.max_train_minutes:
-        callbacks.append(_WallClock(float(cfg.max_train_minutes) * 60.0))
+    if cfg.max_train_minutes:  # before the selection: its clock starts before the first score
+        callbacks.append(_WallClock(float(cfg.max_train_minutes) * 60.0,
+                                    (lambda: sel.spent_s) if sel is not None else (lambda: 0.0)))
+    if sel is not None:
+        callbacks.append(sel)
     if cfg.eval.enabled:
         callbacks.append(_eval_callback(cfg, eid, scn, kwargs, masked, out, n_envs))
     remaining = int(cfg.total_timesteps) - start_steps
@@ -187,8 +196,16 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
                     tb_log_name="rl", progress_bar=False)
     wall = time.perf_counter() - t0
     steps = int(model.num_timesteps) - start_steps
-    model.save(str(out / "model.zip"))
-    write_meta(out / "model.zip", _meta(cfg, eid, scn, kwargs, algo, int(model.num_timesteps)))
+    meta = _meta(cfg, eid, scn, kwargs, algo, int(model.num_timesteps))
+    if sel is not None and sel.chosen is not None:  # model.zip = the selected policy; last_model.zip = the last
+        model.save(str(out / "last_model.zip"))
+        write_meta(out / "last_model.zip", meta)
+        os.replace(out / "selected.zip", out / "model.zip")
+        write_meta(out / "model.zip", dict(meta, num_timesteps=sel.chosen.steps))
+        summary["selected_steps"] = sel.chosen.steps
+    else:
+        model.save(str(out / "model.zip"))
+        write_meta(out / "model.zip", meta)
     if isinstance(venv, VecNormalize):
         venv.save(str(out / "vecnormalize.pkl"))
     summary.update({"rl_steps": steps, "rl_wall_s": round(wall, 1),
@@ -265,28 +282,68 @@ def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwa
     return EvalCallback(eval_env, **kw)
 
 
+def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any],
+                        masked: bool, out: Path, n_envs: int) -> Any:
+    """The checkpoint-selection callback (:mod:`agents.selection`), its reference heuristics scored
+    first on the same validation episodes (ConfigError naming the ``select.*`` key that is wrong)."""
+    import gymnasium as gym
+
+    from agents.selection import METRICS, Rule, heuristic_results, score_runs, selection_callback
+    from baselines import POLICY_NAMES
+
+    if not isinstance(scn, Scenario) or eid not in BC_ENVS:
+        raise ConfigError(f"select.enabled: checkpoint selection is built for {' and '.join(BC_ENVS)} only, "
+                          f"not env.id={eid!r}")
+    sc = cfg.select
+    workloads = [int(w) for w in (sc.workloads if sc.workloads is not None else
+                                  (kwargs.get("workloads") or range(len(scn.workload_names))))]
+    seeds = [int(s) for s in sc.run_seeds]
+    if not seeds:
+        raise ConfigError("select.run_seeds must name at least one run seed")
+    for key in ("freq", "max_steps"):
+        v = sc[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"select.{key} must be an integer >= 1, got {v!r}")
+    slack = float(sc.slack)
+    if slack < 0:
+        raise ConfigError(f"select.slack must be >= 0, got {slack}")
+    if sc.objective not in METRICS:
+        raise ConfigError(f"select.objective must be one of {', '.join(METRICS)}, got {sc.objective!r}")
+    bounds = {m: str(sc[key]) for m, key in zip(METRICS, ("avg_bound", "p99_bound"), strict=True) if sc[key] is not None}
+    for m, key in zip(METRICS, ("avg_bound", "p99_bound"), strict=True):
+        if m in bounds and bounds[m] not in POLICY_NAMES:
+            raise ConfigError(f"select.{key} must be a heuristic ({', '.join(POLICY_NAMES)}) or null, got {bounds[m]!r}")
+    episodes = [(w, s) for s in seeds for w in workloads]
+    refs = {name: score_runs(0, heuristic_results(scn, name, episodes)) for name in sorted(set(bounds.values()))}
+    rule = Rule({m: (1.0 + slack) * float(getattr(refs[name], m)) for m, name in bounds.items()}, str(sc.objective))
+    env = gym.make(eid, scenario=scn, **dict(kwargs, max_steps=int(sc.max_steps)))
+    return selection_callback(env, episodes, rule, refs, max(1, int(sc.freq) // n_envs), masked, out)
+
+
 def _wallclock_cls() -> Any:
     from stable_baselines3.common.callbacks import BaseCallback
 
     class WallClock(BaseCallback):
-        """Stop training after ``limit_s`` seconds of wall time."""
+        """Stop training after ``limit_s`` seconds of wall time, less ``excluded()`` seconds (time
+        spent in checkpoint selection)."""
 
-        def __init__(self, limit_s: float) -> None:
+        def __init__(self, limit_s: float, excluded: Callable[[], float]) -> None:
             super().__init__()
             self.limit_s = limit_s
+            self.excluded = excluded
             self.t0 = 0.0
 
         def _on_training_start(self) -> None:
             self.t0 = time.perf_counter()
 
         def _on_step(self) -> bool:
-            return time.perf_counter() - self.t0 < self.limit_s
+            return time.perf_counter() - self.t0 - self.excluded() < self.limit_s
 
     return WallClock
 
 
-def _WallClock(limit_s: float) -> Any:  # noqa: N802 (factory named like the class it makes)
-    return _wallclock_cls()(limit_s)
+def _WallClock(limit_s: float, excluded: Callable[[], float] = lambda: 0.0) -> Any:  # noqa: N802 (factory named like its class)
+    return _wallclock_cls()(limit_s, excluded)
 
 
 def _output_dir(cfg: DictConfig) -> Path:

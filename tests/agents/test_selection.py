@@ -1,0 +1,130 @@
+"""Checkpoint selection (agents/selection.py): the rule by hand, scores = the bench's figures, and a
+tiny training whose model.zip is the selected candidate, replayed to the same score."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import gpusched_env  # noqa: F401
+from agents.selection import Rule, Score, heuristic_results, play, score_runs
+from gpusched_env.config_util import ConfigError
+from gpusched_env.metrics import compute_metrics
+from gpusched_env.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+SCN = "synthetic_small"
+
+
+def _s(steps: int, avg: float, p99: float, finished: int = 10, jobs: int = 10) -> Score:
+    return Score(steps=steps, avg_jct_s=avg, p99_jct_s=p99, finished=finished, jobs=jobs)
+
+
+def test_rule_lowest_average_among_those_within_the_p99_bound():
+    cands = [_s(0, 90.0, 480.0), _s(1, 60.0, 520.0), _s(2, 70.0, 500.0), _s(3, 50.0, 400.0, finished=9)]
+    rule = Rule({"p99_jct_s": 500.0})
+    assert [rule.eligible(c) for c in cands] == [True, False, True, False]
+    assert rule.best(cands).steps == 2  # 60 s breaks the p99 bound, 50 s left a job unfinished
+    assert Rule({"p99_jct_s": 525.0}).best(cands).steps == 1
+    assert rule.best([_s(0, 70.0, 500.0), _s(1, 70.0, 490.0)]).steps == 0  # ties: the earliest
+
+
+def test_rule_with_two_bounds_and_the_p99_objective():
+    cands = [_s(0, 90.0, 480.0), _s(1, 60.0, 450.0), _s(2, 120.0, 300.0), _s(3, 95.0, 470.0)]
+    rule = Rule({"avg_jct_s": 100.0, "p99_jct_s": 500.0}, objective="p99_jct_s")
+    assert [rule.eligible(c) for c in cands] == [True, True, False, True]
+    assert rule.best(cands).steps == 1  # the lowest p99 of the three whose average is within 100 s
+
+
+def test_rule_without_an_eligible_candidate_prefers_finishing_then_the_smallest_excess():
+    rule = Rule({"avg_jct_s": 40.0, "p99_jct_s": 100.0})
+    cands = [_s(0, 50.0, 300.0), _s(1, 40.0, 200.0, finished=8), _s(2, 120.0, 250.0), _s(3, 41.0, 260.0)]
+    # worst ratios: 3.0, (unfinished), 3.0, 2.6
+    assert rule.best(cands).steps == 3
+    assert Rule({}).best(cands).steps == 3  # no bounds: the lowest average of the finished (41 s)
+    assert Rule({}, "p99_jct_s").best(cands).steps == 2  # ... or the lowest p99 (250 s)
+    with pytest.raises(ValueError, match="no candidates"):
+        rule.best([])
+    with pytest.raises(ValueError, match="unknown metric 'makespan_s'"):
+        Rule({"makespan_s": 1.0})
+
+
+def test_heuristic_scores_are_the_bench_metrics_averaged():
+    scn = load_scenario(SCN)
+    episodes = [(0, 5), (0, 6)]
+    res = heuristic_results(scn, "las", episodes)
+    ms = [compute_metrics(r) for r in res]
+    s = score_runs(7, res)
+    assert s.steps == 7 and s.jobs == sum(len(r.tracked) for r in res) and s.all_finished
+    assert s.avg_jct_s == pytest.approx((ms[0]["avg_jct_s"] + ms[1]["avg_jct_s"]) / 2, rel=1e-12)
+    assert s.p99_jct_s == pytest.approx((ms[0]["p99_jct_s"] + ms[1]["p99_jct_s"]) / 2, rel=1e-12)
+    assert score_runs(7, heuristic_results(scn, "las", episodes)) == s  # deterministic
+
+
+def _cfg(*overrides: str):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        return compose("train", overrides=[
+            f"scenario={SCN}", "env=cluster_v1", "env.workloads=[0]", "env.options=[packed]", "seed=0",
+            "n_envs=1", "total_timesteps=256", "agent.params.n_steps=128", "agent.params.batch_size=64",
+            "agent.params.n_epochs=1", "agent.params.policy_kwargs.net_arch=[32]", "eval.enabled=false",
+            "checkpoint_freq=100000", "select.enabled=true", "select.freq=128", "select.run_seeds=[100000]",
+            "select.avg_bound=las", "select.p99_bound=srtf", *overrides])
+
+
+def test_training_with_selection_saves_the_chosen_candidate(tmp_path):
+    from agents.adapter import load_model, predict, read_meta
+    from agents.train import train
+
+    summary = train(_cfg(), tmp_path)
+    doc = json.loads((tmp_path / "selection.json").read_text())
+    steps = [c["steps"] for c in doc["candidates"]]
+    assert steps == [0, 128, 256] and doc["episodes"] == [[0, 100000]]
+    cands = [Score(**{k: v for k, v in c.items() if k != "eligible"}) for c in doc["candidates"]]
+    refs = {name: Score(**v) for name, v in doc["references"].items()}
+    assert sorted(refs) == ["las", "srtf"] and doc["objective"] == "avg_jct_s"
+    assert doc["bounds"] == {"avg_jct_s": refs["las"].avg_jct_s, "p99_jct_s": refs["srtf"].p99_jct_s}
+    chosen = Rule(doc["bounds"]).best(cands)
+    assert [c["eligible"] for c in doc["candidates"]] == [Rule(doc["bounds"]).eligible(c) for c in cands]
+    assert doc["chosen_steps"] == chosen.steps == summary["selected_steps"]
+    assert read_meta(tmp_path / "model.zip")["num_timesteps"] == chosen.steps
+    assert read_meta(tmp_path / "last_model.zip")["num_timesteps"] == summary["num_timesteps"] == 256
+    assert not (tmp_path / "selected.zip").exists()
+    # the saved model, replayed on the validation episode, scores exactly what was recorded
+    model = load_model(tmp_path / "model.zip")
+    env = gym.make("gpusched/Cluster-v1", scenario=load_scenario(SCN), options=["packed"], max_steps=20000)
+    again = score_runs(chosen.steps, play(env, lambda o, m: predict(model, o, m, True), [(0, 100000)]))
+    assert (again.avg_jct_s, again.p99_jct_s, again.finished) == (chosen.avg_jct_s, chosen.p99_jct_s, chosen.finished)
+    assert refs["las"].all_finished and np.isfinite(refs["srtf"].p99_jct_s)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("select.p99_bound=nope", "select.p99_bound must be a heuristic .*or null, got 'nope'"),
+    ("select.objective=makespan_s", "select.objective must be one of avg_jct_s, p99_jct_s, got 'makespan_s'"),
+    ("select.freq=0", "select.freq must be an integer >= 1, got 0"),
+    ("select.max_steps=-3", "select.max_steps must be an integer >= 1, got -3"),
+    ("select.run_seeds=[]", "select.run_seeds must name at least one run seed"),
+    ("select.slack=-0.1", "select.slack must be >= 0, got -0.1"),
+])
+def test_bad_selection_keys_are_named_before_anything_is_written(tmp_path, override, message):
+    from agents.train import train
+
+    with pytest.raises(ConfigError, match=message):
+        train(_cfg(override), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_wall_clock_does_not_charge_excluded_time():
+    from agents.train import _WallClock
+
+    spent = [0.0]
+    clock = _WallClock(10.0, lambda: spent[0])
+    clock.t0 = __import__("time").perf_counter() - 25.0  # 25 s since the start of RL
+    assert not clock._on_step()
+    spent[0] = 20.0  # of which 20 s scoring candidates: 5 s of RL
+    assert clock._on_step()
