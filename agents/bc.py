@@ -16,6 +16,9 @@ stable-baselines3 2.2), so this is a short loop:
    teacher is replayed exactly; a batch with a decision outside the window is mapped with the first
    valid option, and where that fails too the point ends with "done" (the teacher's state and the
    env's then part).
+   :func:`dagger_v1` adds DAgger rounds: the clone drives the episodes and the teacher labels the
+   states it reaches (where its batch is defined), so the clone learns to recover from its own
+   mistakes; the data are pooled and the clone refitted after each round.
 2. :func:`clone` minimises the cross-entropy of the policy's (masked) action distribution on the
    (obs, mask, action) triples with Adam — on an SB3 ``ActorCriticPolicy`` / sb3-contrib
    ``MaskableActorCriticPolicy``.
@@ -138,6 +141,51 @@ def collect_v1(env: ClusterV1Env, make_teacher: Any, episodes: int, seed: int) -
         play_v1(env, make_teacher(rs), wl, rs, record=rec)
     return {"obs": np.asarray(rec["obs"], dtype=np.float32), "mask": np.asarray(rec["mask"], dtype=bool),
             "action": np.asarray(rec["action"], dtype=np.int64)}
+
+
+def dagger_v1(env: ClusterV1Env, make_teacher: Any, act: Any, episodes: int, seed: int) -> dict[str, Any]:
+    """DAgger's data: ``episodes`` episodes driven by ``act(obs, mask)`` (the learner), each state
+    labelled with the teacher's action where the teacher's batch for the point is still defined.
+
+    At each decision point the teacher is asked once (:func:`decide_at`, as in :func:`play_v1`) for
+    its actions; while the learner's actions at the point agree with them, every state is labelled
+    with the teacher's next action (the learner's own state distribution across points, which the
+    teacher's episodes never reach); after the first disagreement the teacher's batch no longer
+    applies, and the point's remaining states go unlabelled. Returns the labelled (obs, mask,
+    action) arrays, the counts, and the learner's episodes' results (``results``)."""
+    rec: dict[str, list[object]] = {"obs": [], "mask": [], "action": []}
+    steps = agreed = 0
+    results: list[RunResult] = []
+    for ep in range(episodes):
+        obs, info = env.reset(seed=seed + ep)
+        teacher = make_teacher(env.run_seed)
+        over = env._over
+        point: Any = None
+        labels: list[int] = []
+        i = -1  # the teacher's next action at this point; -1 once the learner left the teacher's batch
+        while not over:
+            b = env.builder
+            assert b is not None
+            if b is not point:  # a new decision point: ask the teacher once
+                point, labels, i = b, [*_v1_actions(env, teacher), b.done_action], 0
+            mask = np.array(info["action_mask"], dtype=bool)
+            label = labels[i] if 0 <= i < len(labels) and mask[labels[i]] else None
+            a = int(act(obs, mask))
+            if label is not None:
+                rec["obs"].append(obs)
+                rec["mask"].append(mask)
+                rec["action"].append(label)
+                agreed += int(a == label)
+            i = i + 1 if label is not None and a == label else -1
+            steps += 1
+            obs, _, term, trunc, info = env.step(a)
+            over = term or trunc
+        results.append(env.result())
+    n = len(rec["action"])
+    n_obs, n_act = int(np.prod(env.observation_space.shape or (0,))), int(env.n_actions)
+    return {"obs": np.asarray(rec["obs"], dtype=np.float32).reshape(n, n_obs),
+            "mask": np.asarray(rec["mask"], dtype=bool).reshape(n, n_act), "action": np.asarray(rec["action"], dtype=np.int64), "steps": steps, "labelled": n, "agreed": agreed,
+            "results": results}
 
 
 def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int, lr: float,

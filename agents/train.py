@@ -143,6 +143,12 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     eid = env_id(cfg)
     if cfg.bc.teacher and eid not in BC_ENVS:
         raise ConfigError(f"bc.teacher: the BC warm start is built for {' and '.join(BC_ENVS)} only, not env.id={eid!r}")
+    dr = cfg.bc.dagger_rounds
+    if isinstance(dr, bool) or not isinstance(dr, int) or dr < 0:
+        raise ConfigError(f"bc.dagger_rounds must be an integer >= 0, got {dr!r}")
+    if dr and (eid != CLUSTER_V1 or not cfg.bc.teacher):
+        raise ConfigError(f"bc.dagger_rounds: DAgger is built for {CLUSTER_V1} with a bc.teacher, not env.id={eid!r}"
+                          f" with bc.teacher={cfg.bc.teacher!r}")
     scn = scenario_for(cfg, eid)  # a bad scenario (or one of another level) is named before anything is written
     sel = (_selection_callback(cfg, eid, scn, env_kwargs(cfg), str(cfg.agent.algo) == "maskable_ppo", out,
                                int(cfg.n_envs)) if cfg.select.enabled else None)  # so is a bad select.* key
@@ -229,28 +235,45 @@ def warm_start(
     cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, out: Path
 ) -> dict[str, Any]:
     """Behaviour cloning of ``cfg.bc.teacher`` on the training workloads (see :mod:`agents.bc`):
-    through Cluster-v0 (starts) or Cluster-v1 (starts, preemptions, migrations)."""
-    from agents.bc import accuracy, clone, collect, collect_v1, make_teacher
+    through Cluster-v0 (starts) or Cluster-v1 (starts, preemptions, migrations), then
+    ``bc.dagger_rounds`` DAgger rounds (Cluster-v1, :func:`agents.bc.dagger_v1`)."""
+    from agents.adapter import predict
+    from agents.bc import accuracy, clone, collect, collect_v1, dagger_v1, make_teacher
     from gpusched_env.envs.cluster import ClusterEnv
     from gpusched_env.envs.cluster_v1 import ClusterV1Env
+    from gpusched_env.metrics import compute_metrics
 
     if not cfg.agent.bc_supported:
         raise ValueError(f"bc.teacher is set but agent {cfg.agent.name} has no BC warm start (use maskable_ppo or ppo)")
     t0 = time.perf_counter()
     teacher = str(cfg.bc.teacher)
     episodes, seed = int(cfg.bc.episodes), int(cfg.seed) + 7
-    if eid == CLUSTER_V1:
-        data = collect_v1(ClusterV1Env(scn, **kwargs), lambda run_seed: make_teacher(teacher, scn, run_seed),
-                          episodes, seed)
-    else:
-        data = collect(ClusterEnv(scn, **kwargs), lambda run_seed: make_teacher(teacher, scn, run_seed), episodes, seed)
+    teach = lambda run_seed: make_teacher(teacher, scn, run_seed)  # noqa: E731
+    env = ClusterV1Env(scn, **kwargs) if eid == CLUSTER_V1 else ClusterEnv(scn, **kwargs)
+    data = collect_v1(env, teach, episodes, seed) if isinstance(env, ClusterV1Env) else collect(env, teach, episodes, seed)
     t1 = time.perf_counter()
-    losses = clone(model.policy, data, int(cfg.bc.epochs), int(cfg.bc.batch_size), float(cfg.bc.learning_rate),
-                   int(cfg.seed), masked)
-    acc = accuracy(model.policy, data, masked)
-    info = {"teacher": teacher, "samples": int(len(data["action"])), "collect_s": round(t1 - t0, 1),
-            "fit_s": round(time.perf_counter() - t1, 1), "loss_first": losses[0] if losses else None,
-            "loss_last": losses[-1] if losses else None, "accuracy": acc}
+    fit = (int(cfg.bc.epochs), int(cfg.bc.batch_size), float(cfg.bc.learning_rate), int(cfg.seed), masked)
+    losses = clone(model.policy, data, *fit)
+    info: dict[str, Any] = {"teacher": teacher, "samples": int(len(data["action"])), "collect_s": round(t1 - t0, 1),
+                            "fit_s": round(time.perf_counter() - t1, 1), "loss_first": losses[0] if losses else None,
+                            "loss_last": losses[-1] if losses else None, "accuracy": accuracy(model.policy, data, masked)}
+    rounds: list[dict[str, Any]] = []
+    for r in range(int(cfg.bc.dagger_rounds)):  # DAgger: the clone drives, the teacher labels; pool and refit
+        assert isinstance(env, ClusterV1Env)  # bc.dagger_rounds is refused for Cluster-v0 in train()
+        t2 = time.perf_counter()
+        new = dagger_v1(env, teach, lambda obs, mask: predict(model, obs, mask, masked), episodes,
+                        seed + 1000 * (r + 1))
+        data = {k: np.concatenate([data[k], new[k]]) for k in ("obs", "mask", "action")}
+        losses = clone(model.policy, data, *fit)
+        jct = [compute_metrics(res) for res in new["results"]]
+        rounds.append({"round": r + 1, "steps": new["steps"], "labelled": new["labelled"],
+                       "agreed": round(new["agreed"] / max(new["labelled"], 1), 4),
+                       "avg_jct_s": round(float(np.mean([m["avg_jct_s"] for m in jct])), 1),
+                       "jobs_finished": int(sum(m["jobs_finished"] for m in jct)),
+                       "samples": int(len(data["action"])), "loss_last": losses[-1] if losses else None,
+                       "accuracy": accuracy(model.policy, data, masked), "s": round(time.perf_counter() - t2, 1)})
+    if rounds:
+        info["dagger"] = rounds
     (out / "bc.json").write_text(json.dumps(info, indent=2))
     return info
 
