@@ -259,9 +259,10 @@ def warm_start(
                             "loss_last": losses[-1] if losses else None, "accuracy": accuracy(model.policy, data, masked)}
     rounds: list[dict[str, Any]] = []
     for r in range(int(cfg.bc.dagger_rounds)):  # DAgger: the clone drives, the teacher labels; pool and refit
-        assert isinstance(env, ClusterV1Env)  # bc.dagger_rounds is refused for Cluster-v0 in train()
+        if r == 0:  # choice: a clone's episode is cut at 10 x the teacher's mean episode length
+            cut = ClusterV1Env(scn, **dict(kwargs, max_steps=10 * -(-len(data["action"]) // episodes)))
         t2 = time.perf_counter()
-        new = dagger_v1(env, teach, lambda obs, mask: predict(model, obs, mask, masked), episodes,
+        new = dagger_v1(cut, teach, lambda obs, mask: predict(model, obs, mask, masked), episodes,
                         seed + 1000 * (r + 1))
         data = {k: np.concatenate([data[k], new[k]]) for k in ("obs", "mask", "action")}
         losses = clone(model.policy, data, *fit)
