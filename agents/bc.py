@@ -139,7 +139,14 @@ def collect_v1(env: ClusterV1Env, make_teacher: Any, episodes: int, seed: int) -
         env.reset(seed=seed + ep)  # draws the workload and run seed, as collect does
         wl, rs = env.workload_index, env.run_seed
         play_v1(env, make_teacher(rs), wl, rs, record=rec)
-    return {"obs": np.asarray(rec["obs"], dtype=np.float32), "mask": np.asarray(rec["mask"], dtype=bool),
+    return _arrays(rec, env)
+
+
+def _arrays(rec: dict[str, list[object]], env: ClusterV1Env) -> dict[str, np.ndarray]:
+    """Recorded ``obs``, ``mask``, ``action`` lists as the arrays :func:`clone` fits (also when empty)."""
+    n, n_obs = len(rec["action"]), int(np.prod(env.observation_space.shape or (0,)))
+    return {"obs": np.asarray(rec["obs"], dtype=np.float32).reshape(n, n_obs),
+            "mask": np.asarray(rec["mask"], dtype=bool).reshape(n, int(env.n_actions)),
             "action": np.asarray(rec["action"], dtype=np.int64)}
 
 
@@ -181,11 +188,7 @@ def dagger_v1(env: ClusterV1Env, make_teacher: Any, act: Any, episodes: int, see
             obs, _, term, trunc, info = env.step(a)
             over = term or trunc
         results.append(env.result())
-    n = len(rec["action"])
-    n_obs, n_act = int(np.prod(env.observation_space.shape or (0,))), int(env.n_actions)
-    return {"obs": np.asarray(rec["obs"], dtype=np.float32).reshape(n, n_obs),
-            "mask": np.asarray(rec["mask"], dtype=bool).reshape(n, n_act), "action": np.asarray(rec["action"], dtype=np.int64), "steps": steps, "labelled": n, "agreed": agreed,
-            "results": results}
+    return {**_arrays(rec, env), "steps": steps, "labelled": len(rec["action"]), "agreed": agreed, "results": results}
 
 
 def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int, lr: float,

@@ -22,7 +22,6 @@ resume.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -166,9 +165,8 @@ def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, re
 def write_history(path: Path, scores: list[Score], chosen: Score, rule: Rule, refs: dict[str, Score],
                   episodes: list[tuple[int, int]]) -> None:
     """``selection.json`` (atomically): the rule, the references' scores, every candidate, the choice."""
-    doc = {"objective": rule.objective, "bounds": rule.bounds, "episodes": [list(e) for e in episodes],
-           "references": {name: asdict(s) for name, s in refs.items()}, "chosen_steps": chosen.steps,
-           "candidates": [dict(asdict(s), eligible=rule.eligible(s)) for s in scores]}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2))
-    os.replace(tmp, path)
+    from bench.report import write_json_atomic
+
+    write_json_atomic(path, {"objective": rule.objective, "bounds": rule.bounds, "episodes": [list(e) for e in episodes],
+                             "references": {name: asdict(s) for name, s in refs.items()}, "chosen_steps": chosen.steps,
+                             "candidates": [dict(asdict(s), eligible=rule.eligible(s)) for s in scores]})

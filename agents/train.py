@@ -143,24 +143,20 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     eid = env_id(cfg)
     if cfg.bc.teacher and eid not in BC_ENVS:
         raise ConfigError(f"bc.teacher: the BC warm start is built for {' and '.join(BC_ENVS)} only, not env.id={eid!r}")
-    dr = cfg.bc.dagger_rounds
-    if isinstance(dr, bool) or not isinstance(dr, int) or dr < 0:
-        raise ConfigError(f"bc.dagger_rounds must be an integer >= 0, got {dr!r}")
-    if dr and (eid != CLUSTER_V1 or not cfg.bc.teacher):
+    if _int_at_least(cfg.bc.dagger_rounds, "bc.dagger_rounds", 0) and (eid != CLUSTER_V1 or not cfg.bc.teacher):
         raise ConfigError(f"bc.dagger_rounds: DAgger is built for {CLUSTER_V1} with a bc.teacher, not env.id={eid!r}"
                           f" with bc.teacher={cfg.bc.teacher!r}")
     scn = scenario_for(cfg, eid)  # a bad scenario (or one of another level) is named before anything is written
-    sel = (_selection_callback(cfg, eid, scn, env_kwargs(cfg), str(cfg.agent.algo) == "maskable_ppo", out,
-                               int(cfg.n_envs)) if cfg.select.enabled else None)  # so is a bad select.* key
+    kwargs = env_kwargs(cfg)
+    algo = str(cfg.agent.algo)
+    masked = algo == "maskable_ppo"
+    n_envs = int(cfg.n_envs)
+    sel = _selection_callback(cfg, eid, scn, kwargs, masked, out, n_envs) if cfg.select.enabled else None  # so is a bad select.*
     torch.set_num_threads(int(cfg.torch_threads))
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     (out / "command.txt").write_text(" ".join(shlex.quote(a) for a in ["gpusched-train", *sys.argv[1:]]) + "\n")
     seed = int(cfg.seed)
-    kwargs = env_kwargs(cfg)
-    algo = str(cfg.agent.algo)
-    masked = algo == "maskable_ppo"
-    n_envs = int(cfg.n_envs)
     fns = [make_env_fn(eid, scn, kwargs, seed, i) for i in range(n_envs)]
     venv: Any = SubprocVecEnv(fns) if cfg.vec_env == "subprocess" and n_envs > 1 else DummyVecEnv(fns)
     Algo = _algo_class(algo)
@@ -237,11 +233,9 @@ def warm_start(
     """Behaviour cloning of ``cfg.bc.teacher`` on the training workloads (see :mod:`agents.bc`):
     through Cluster-v0 (starts) or Cluster-v1 (starts, preemptions, migrations), then
     ``bc.dagger_rounds`` DAgger rounds (Cluster-v1, :func:`agents.bc.dagger_v1`)."""
-    from agents.adapter import predict
-    from agents.bc import accuracy, clone, collect, collect_v1, dagger_v1, make_teacher
+    from agents.bc import accuracy, clone, collect, collect_v1, make_teacher
     from gpusched_env.envs.cluster import ClusterEnv
     from gpusched_env.envs.cluster_v1 import ClusterV1Env
-    from gpusched_env.metrics import compute_metrics
 
     if not cfg.agent.bc_supported:
         raise ValueError(f"bc.teacher is set but agent {cfg.agent.name} has no BC warm start (use maskable_ppo or ppo)")
@@ -257,27 +251,46 @@ def warm_start(
     info: dict[str, Any] = {"teacher": teacher, "samples": int(len(data["action"])), "collect_s": round(t1 - t0, 1),
                             "fit_s": round(time.perf_counter() - t1, 1), "loss_first": losses[0] if losses else None,
                             "loss_last": losses[-1] if losses else None, "accuracy": accuracy(model.policy, data, masked)}
-    rounds: list[dict[str, Any]] = []
-    for r in range(int(cfg.bc.dagger_rounds)):  # DAgger: the clone drives, the teacher labels; pool and refit
-        if r == 0:  # choice: a clone's episode is cut at 10 x the teacher's mean episode length
-            cut = ClusterV1Env(scn, **dict(kwargs, max_steps=10 * -(-len(data["action"]) // episodes)))
-        t2 = time.perf_counter()
-        new = dagger_v1(cut, teach, lambda obs, mask: predict(model, obs, mask, masked), episodes,
-                        seed + 1000 * (r + 1))
-        data = {k: np.concatenate([data[k], new[k]]) for k in ("obs", "mask", "action")}
-        losses = clone(model.policy, data, *fit)
-        jct = [compute_metrics(res) for res in new["results"]]
-        rounds.append({"round": r + 1, "steps": new["steps"], "labelled": new["labelled"],
-                       "agreed": round(new["agreed"] / max(new["labelled"], 1), 4),
-                       "avg_jct_s": round(float(np.mean([m["avg_jct_s"] for m in jct])), 1),
-                       "jobs_finished": int(sum(m["jobs_finished"] for m in jct)),
-                       "samples": int(len(data["action"])), "loss_last": losses[-1] if losses else None,
-                       "accuracy": accuracy(model.policy, data, masked), "s": round(time.perf_counter() - t2, 1)})
-    if rounds:
-        info["dagger"] = rounds
+    if cfg.bc.dagger_rounds:
+        info["dagger"] = _dagger_rounds(int(cfg.bc.dagger_rounds), scn, kwargs, model, masked, teach, data, episodes,
+                                        seed, fit)
     (out / "bc.json").write_text(json.dumps(info, indent=2))
     return info
 
+
+
+def _dagger_rounds(rounds: int, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, teach: Any,
+                   data: dict[str, np.ndarray], episodes: int, seed: int, fit: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """``rounds`` DAgger rounds (:func:`agents.bc.dagger_v1`) through Cluster-v1: the clone drives, the
+    teacher labels, the data are pooled and the clone refitted; the figures of each round."""
+    from agents.adapter import predict
+    from agents.bc import accuracy, clone, dagger_v1
+    from gpusched_env.envs.cluster_v1 import ClusterV1Env
+    from gpusched_env.metrics import compute_metrics
+
+    # choice: a clone's episode is cut at 10 x the teacher's mean episode length
+    env = ClusterV1Env(scn, **dict(kwargs, max_steps=10 * -(-len(data["action"]) // episodes)))
+    out: list[dict[str, Any]] = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        new = dagger_v1(env, teach, lambda obs, mask: predict(model, obs, mask, masked), episodes, seed + 1000 * (r + 1))
+        data = {k: np.concatenate([data[k], new[k]]) for k in ("obs", "mask", "action")}
+        losses = clone(model.policy, data, *fit)
+        jct = [compute_metrics(res) for res in new["results"]]
+        out.append({"round": r + 1, "steps": new["steps"], "labelled": new["labelled"],
+                    "agreed": round(new["agreed"] / max(new["labelled"], 1), 4),
+                    "avg_jct_s": round(float(np.mean([m["avg_jct_s"] for m in jct])), 1),
+                    "jobs_finished": int(sum(m["jobs_finished"] for m in jct)),
+                    "samples": int(len(data["action"])), "loss_last": losses[-1] if losses else None,
+                    "accuracy": accuracy(model.policy, data, masked), "s": round(time.perf_counter() - t0, 1)})
+    return out
+
+
+def _int_at_least(value: Any, key: str, lowest: int) -> int:
+    """``value`` as an int, or a ConfigError naming ``key`` when it is not an integer >= ``lowest``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+        raise ConfigError(f"{key} must be an integer >= {lowest}, got {value!r}")
+    return value
 
 
 def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any], masked: bool, out: Path,
@@ -324,24 +337,23 @@ def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario
     seeds = [int(s) for s in sc.run_seeds]
     if not seeds:
         raise ConfigError("select.run_seeds must name at least one run seed")
-    for key in ("freq", "max_steps"):
-        v = sc[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"select.{key} must be an integer >= 1, got {v!r}")
+    freq, max_steps = (_int_at_least(sc[key], f"select.{key}", 1) for key in ("freq", "max_steps"))
     slack = float(sc.slack)
     if slack < 0:
         raise ConfigError(f"select.slack must be >= 0, got {slack}")
     if sc.objective not in METRICS:
         raise ConfigError(f"select.objective must be one of {', '.join(METRICS)}, got {sc.objective!r}")
-    bounds = {m: str(sc[key]) for m, key in zip(METRICS, ("avg_bound", "p99_bound"), strict=True) if sc[key] is not None}
+    bounds: dict[str, str] = {}  # metric -> the heuristic bounding it
     for m, key in zip(METRICS, ("avg_bound", "p99_bound"), strict=True):
-        if m in bounds and bounds[m] not in POLICY_NAMES:
-            raise ConfigError(f"select.{key} must be a heuristic ({', '.join(POLICY_NAMES)}) or null, got {bounds[m]!r}")
+        if sc[key] is not None and sc[key] not in POLICY_NAMES:
+            raise ConfigError(f"select.{key} must be a heuristic ({', '.join(POLICY_NAMES)}) or null, got {sc[key]!r}")
+        if sc[key] is not None:
+            bounds[m] = str(sc[key])
     episodes = [(w, s) for s in seeds for w in workloads]
     refs = {name: score_runs(0, heuristic_results(scn, name, episodes)) for name in sorted(set(bounds.values()))}
     rule = Rule({m: (1.0 + slack) * float(getattr(refs[name], m)) for m, name in bounds.items()}, str(sc.objective))
-    env = gym.make(eid, scenario=scn, **dict(kwargs, max_steps=int(sc.max_steps)))
-    return selection_callback(env, episodes, rule, refs, max(1, int(sc.freq) // n_envs), masked, out)
+    env = gym.make(eid, scenario=scn, **dict(kwargs, max_steps=max_steps))
+    return selection_callback(env, episodes, rule, refs, max(1, freq // n_envs), masked, out)
 
 
 def _wallclock_cls() -> Any:
