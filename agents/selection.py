@@ -8,10 +8,11 @@ end, deterministically, on validation episodes of the *training* workloads (``se
 choice, not fitted):
 
 1. a candidate is *eligible* when it finished every tracked job of every episode and each bounded
-   metric (average JCT bounded by ``select.avg_bound``, p99 JCT by ``select.p99_bound``, each a
-   heuristic or none; means over episodes, as ``gpusched-bench`` aggregates) is at most
-   ``(1 + select.slack)`` times that heuristic's on the same episodes (the scenario's parameters);
-2. the eligible candidate with the lowest ``select.objective`` wins; with none eligible, the one
+   metric (average JCT bounded by ``select.avg_bound``, p99 JCT by ``select.p99_bound``, average
+   runtime by ``select.run_bound``, each a heuristic or none; means over episodes, as
+   ``gpusched-bench`` aggregates) is at most ``(1 + select.slack)`` times that heuristic's on the
+   same episodes (the scenario's parameters);
+2. the eligible candidate with the lowest ``select.objective`` (a JCT figure or ``energy_kwh``) wins; with none eligible, the one
    with the most jobs finished, then the smallest worst ratio of a bounded metric to its bound.
    Ties go to the earliest.
 
@@ -33,6 +34,9 @@ import numpy as np
 
 from gpusched_env.metrics import compute_metrics
 
+METRICS = ("avg_jct_s", "p99_jct_s", "avg_run_s", "energy_kwh")  # what a rule may bound or minimise
+BOUND_KEYS = {"avg_bound": "avg_jct_s", "p99_bound": "p99_jct_s", "run_bound": "avg_run_s"}  # select.* -> metric
+
 
 @dataclass(frozen=True)
 class Score:
@@ -41,6 +45,8 @@ class Score:
     steps: int
     avg_jct_s: float
     p99_jct_s: float
+    avg_run_s: float  # finish - first start (EaCO's "average runtime", bench.runner.with_run_time)
+    energy_kwh: float  # the whole cluster's energy over the run
     finished: int  # tracked jobs finished, summed over episodes
     jobs: int  # tracked jobs, summed over episodes
     eval_s: float = 0.0
@@ -51,16 +57,15 @@ class Score:
 
 
 def score_runs(steps: int, results: list[Any], eval_s: float = 0.0) -> Score:
-    """A :class:`Score` from the episodes' ``RunResult`` objects."""
-    ms = [compute_metrics(r) for r in results]
-    return Score(steps=steps,
-                 avg_jct_s=float(np.mean([m["avg_jct_s"] for m in ms])),
-                 p99_jct_s=float(np.mean([m["p99_jct_s"] for m in ms])),
+    """A :class:`Score` from the episodes' ``RunResult`` objects (each metric as ``gpusched-bench``
+    computes it, averaged over episodes)."""
+    from bench.runner import with_run_time
+
+    ms = [with_run_time(compute_metrics(r), r) for r in results]
+    mean = {m: float(np.mean([x.get(m, float("nan")) for x in ms])) for m in METRICS}
+    return Score(steps=steps, **mean,
                  finished=int(sum(m["jobs_finished"] for m in ms)),
                  jobs=int(sum(len(r.tracked) for r in results)), eval_s=round(eval_s, 1))
-
-
-METRICS = ("avg_jct_s", "p99_jct_s")  # what a rule may bound or minimise
 
 
 @dataclass(frozen=True)

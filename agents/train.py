@@ -325,7 +325,7 @@ def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario
     first on the same validation episodes (ConfigError naming the ``select.*`` key that is wrong)."""
     import gymnasium as gym
 
-    from agents.selection import METRICS, Rule, heuristic_results, score_runs, selection_callback
+    from agents.selection import BOUND_KEYS, METRICS, Rule, heuristic_results, score_runs, selection_callback
     from baselines import POLICY_NAMES
 
     if not isinstance(scn, Scenario) or eid not in BC_ENVS:
@@ -344,7 +344,7 @@ def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario
     if sc.objective not in METRICS:
         raise ConfigError(f"select.objective must be one of {', '.join(METRICS)}, got {sc.objective!r}")
     bounds: dict[str, str] = {}  # metric -> the heuristic bounding it
-    for m, key in zip(METRICS, ("avg_bound", "p99_bound"), strict=True):
+    for key, m in BOUND_KEYS.items():
         if sc[key] is not None and sc[key] not in POLICY_NAMES:
             raise ConfigError(f"select.{key} must be a heuristic ({', '.join(POLICY_NAMES)}) or null, got {sc[key]!r}")
         if sc[key] is not None:

@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCN = "synthetic_small"
 
 
-def _s(steps: int, avg: float, p99: float, finished: int = 10, jobs: int = 10) -> Score:
-    return Score(steps=steps, avg_jct_s=avg, p99_jct_s=p99, finished=finished, jobs=jobs)
+def _s(steps: int, avg: float, p99: float, finished: int = 10, jobs: int = 10, run: float = 0.0,
+       kwh: float = 0.0) -> Score:
+    return Score(steps=steps, avg_jct_s=avg, p99_jct_s=p99, avg_run_s=run, energy_kwh=kwh, finished=finished, jobs=jobs)
 
 
 def test_rule_lowest_average_among_those_within_the_p99_bound():
@@ -38,6 +39,16 @@ def test_rule_with_two_bounds_and_the_p99_objective():
     rule = Rule({"avg_jct_s": 100.0, "p99_jct_s": 500.0}, objective="p99_jct_s")
     assert [rule.eligible(c) for c in cands] == [True, True, False, True]
     assert rule.best(cands).steps == 1  # the lowest p99 of the three whose average is within 100 s
+
+
+def test_rule_least_energy_within_a_runtime_bound():
+    # EaCO's goal: less energy at no more runtime than the bounding heuristic's
+    cands = [_s(0, 90.0, 400.0, run=105.0, kwh=34.0), _s(1, 80.0, 300.0, run=100.0, kwh=36.0),
+             _s(2, 85.0, 350.0, run=104.0, kwh=35.0), _s(3, 70.0, 300.0, run=99.0, kwh=33.0, finished=9)]
+    rule = Rule({"avg_run_s": 104.5}, objective="energy_kwh")
+    assert [rule.eligible(c) for c in cands] == [False, True, True, False]
+    assert rule.best(cands).steps == 2  # 34 kWh runs 0.5 s too long, 33 kWh left a job unfinished
+    assert Rule({"avg_run_s": 105.0}, "energy_kwh").best(cands).steps == 0
 
 
 def test_rule_without_an_eligible_candidate_prefers_finishing_then_the_smallest_excess():
@@ -62,6 +73,9 @@ def test_heuristic_scores_are_the_bench_metrics_averaged():
     assert s.steps == 7 and s.jobs == sum(len(r.tracked) for r in res) and s.all_finished
     assert s.avg_jct_s == pytest.approx((ms[0]["avg_jct_s"] + ms[1]["avg_jct_s"]) / 2, rel=1e-12)
     assert s.p99_jct_s == pytest.approx((ms[0]["p99_jct_s"] + ms[1]["p99_jct_s"]) / 2, rel=1e-12)
+    assert s.energy_kwh == pytest.approx((ms[0]["energy_kwh"] + ms[1]["energy_kwh"]) / 2, rel=1e-12)
+    runs = [np.mean([t.finish_s - t.first_start_s for t in r.tracked]) for r in res]  # every job finished
+    assert s.avg_run_s == pytest.approx(np.mean(runs), rel=1e-12) and 0 < s.avg_run_s <= s.avg_jct_s
     assert score_runs(7, heuristic_results(scn, "las", episodes)) == s  # deterministic
 
 
@@ -105,7 +119,9 @@ def test_training_with_selection_saves_the_chosen_candidate(tmp_path):
 
 @pytest.mark.parametrize(("override", "message"), [
     ("select.p99_bound=nope", "select.p99_bound must be a heuristic .*or null, got 'nope'"),
-    ("select.objective=makespan_s", "select.objective must be one of avg_jct_s, p99_jct_s, got 'makespan_s'"),
+    ("select.objective=makespan_s",
+     "select.objective must be one of avg_jct_s, p99_jct_s, avg_run_s, energy_kwh, got 'makespan_s'"),
+    ("select.run_bound=nope", "select.run_bound must be a heuristic .*or null, got 'nope'"),
     ("select.freq=0", "select.freq must be an integer >= 1, got 0"),
     ("select.max_steps=-3", "select.max_steps must be an integer >= 1, got -3"),
     ("select.run_seeds=[]", "select.run_seeds must name at least one run seed"),
