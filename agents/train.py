@@ -204,7 +204,7 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
         write_meta(out / "last_model.zip", meta)
         os.replace(out / "selected.zip", out / "model.zip")
         write_meta(out / "model.zip", dict(meta, num_timesteps=sel.chosen.steps))
-        summary["selected_steps"] = sel.chosen.steps
+        summary.update(selected_steps=sel.chosen.steps, selection_s=round(sel.spent_s, 1))  # inside rl_wall_s
     else:
         model.save(str(out / "model.zip"))
         write_meta(out / "model.zip", meta)

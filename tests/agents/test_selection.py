@@ -106,6 +106,8 @@ def test_training_with_selection_saves_the_chosen_candidate(tmp_path):
     chosen = Rule(doc["bounds"]).best(cands)
     assert [c["eligible"] for c in doc["candidates"]] == [Rule(doc["bounds"]).eligible(c) for c in cands]
     assert doc["chosen_steps"] == chosen.steps == summary["selected_steps"]
+    assert summary["selection_s"] == pytest.approx(sum(c.eval_s for c in cands), abs=0.1 * len(cands))
+    assert 0 < summary["selection_s"] <= summary["rl_wall_s"]
     assert read_meta(tmp_path / "model.zip")["num_timesteps"] == chosen.steps
     assert read_meta(tmp_path / "last_model.zip")["num_timesteps"] == summary["num_timesteps"] == 256
     assert not (tmp_path / "selected.zip").exists()
