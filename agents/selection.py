@@ -12,17 +12,24 @@ choice, not fitted):
    runtime by ``select.run_bound``, each a heuristic or none; means over episodes, as
    ``gpusched-bench`` aggregates) is at most ``(1 + select.slack)`` times that heuristic's on the
    same episodes (the scenario's parameters);
-2. the eligible candidate with the lowest ``select.objective`` (a JCT figure or ``energy_kwh``) wins; with none eligible, the one
-   with the most jobs finished, then the smallest worst ratio of a bounded metric to its bound.
-   Ties go to the earliest.
+2. the eligible candidate with the lowest ``select.objective`` wins: a JCT figure, ``energy_kwh``, or
+   ``worst_ratio`` (the largest ratio of a bounded metric to its bound: the candidate with the widest
+   margin on its tightest bound); with none eligible, the one with the most jobs finished, then the
+   smallest worst ratio. Ties go to the earliest.
 
 Evaluation time is not charged to ``max_train_minutes`` (that caps RL). The history goes to
 ``selection.json`` in the run folder; a resumed run selects among the candidates scored since the
 resume.
+
+Another objective over the same scores needs no training and no scoring, where every candidate's
+policy was kept (``checkpoint_freq`` equal to ``select.freq``):
+
+    python -m agents.selection runs/x --objective worst_ratio --out runs/x/margin_model.zip
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -35,6 +42,7 @@ import numpy as np
 from gpusched_env.metrics import compute_metrics
 
 METRICS = ("avg_jct_s", "p99_jct_s", "avg_run_s", "energy_kwh")  # what a rule may bound or minimise
+OBJECTIVES = (*METRICS, "worst_ratio")  # what a rule may minimise
 BOUND_KEYS = {"avg_bound": "avg_jct_s", "p99_bound": "p99_jct_s", "run_bound": "avg_run_s"}  # select.* -> metric
 
 
@@ -76,9 +84,13 @@ class Rule:
     objective: str = "avg_jct_s"
 
     def __post_init__(self) -> None:
-        for m in (*self.bounds, self.objective):
+        for m in self.bounds:
             if m not in METRICS:
-                raise ValueError(f"unknown metric {m!r}; a rule bounds or minimises one of {METRICS}")
+                raise ValueError(f"unknown metric {m!r}; a rule bounds one of {METRICS}")
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}; a rule minimises one of {OBJECTIVES}")
+        if self.objective == "worst_ratio" and not self.bounds:
+            raise ValueError("objective worst_ratio needs at least one bound")
 
     def eligible(self, s: Score) -> bool:
         return s.all_finished and all(getattr(s, m) <= b for m, b in self.bounds.items())
@@ -86,13 +98,16 @@ class Rule:
     def worst_ratio(self, s: Score) -> float:
         return max((getattr(s, m) / b for m, b in self.bounds.items()), default=0.0)
 
+    def objective_of(self, s: Score) -> float:
+        return self.worst_ratio(s) if self.objective == "worst_ratio" else float(getattr(s, self.objective))
+
     def best(self, scores: list[Score]) -> Score:
         """The selected candidate (see the module docstring); the earliest on ties."""
         if not scores:
             raise ValueError("no candidates to select from")
         ok = [s for s in scores if self.eligible(s)]
         if ok:
-            return min(ok, key=lambda s: float(getattr(s, self.objective)))
+            return min(ok, key=self.objective_of)
         return min(scores, key=lambda s: (-s.finished, self.worst_ratio(s)))
 
 
@@ -175,3 +190,111 @@ def write_history(path: Path, scores: list[Score], chosen: Score, rule: Rule, re
     write_json_atomic(path, {"objective": rule.objective, "bounds": rule.bounds, "episodes": [list(e) for e in episodes],
                              "references": {name: asdict(s) for name, s in refs.items()}, "chosen_steps": chosen.steps,
                              "candidates": [dict(asdict(s), eligible=rule.eligible(s)) for s in scores]})
+
+
+# ------------------------------------------------------------------------------ re-selection (CLI)
+def load_history(run_dir: Path) -> tuple[dict[str, float], list[Score]]:
+    """The bounds and candidates' scores of ``run_dir/selection.json``; ConfigError naming the file."""
+    from gpusched_env.config_util import ConfigError
+
+    path = run_dir / "selection.json"
+    try:
+        doc = json.loads(path.read_text())
+        bounds = {str(m): float(b) for m, b in doc["bounds"].items()}
+        fields = set(Score.__dataclass_fields__)
+        scores = [Score(**{k: v for k, v in c.items() if k in fields}) for c in doc["candidates"]]
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read it ({e.strerror}); a run trained with select.enabled=true "
+                          "writes it") from None
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+        raise ConfigError(f"{path}: not a selection history ({type(e).__name__}: {e})") from None
+    if not scores:
+        raise ConfigError(f"{path}: no candidates")
+    return bounds, scores
+
+
+def candidate_file(run_dir: Path, steps: int) -> Path:
+    """The saved policy of the candidate scored at ``steps``: the warm start (``bc_model.zip``) at 0,
+    the last policy (``last_model.zip``) at its step count, else ``checkpoints/model_STEPS_steps.zip``."""
+    from agents.adapter import read_meta
+    from gpusched_env.config_util import ConfigError
+
+    for name in ("bc_model.zip", "last_model.zip"):
+        f = run_dir / name
+        if f.is_file() and int(read_meta(f).get("num_timesteps", -1)) == steps:
+            return f
+    f = run_dir / "checkpoints" / f"model_{steps}_steps.zip"
+    if not f.is_file():
+        raise ConfigError(f"{f}: no saved policy for the candidate at {steps} steps (train with checkpoint_freq "
+                          "equal to select.freq to keep every candidate)")
+    return f
+
+
+def reselect(run_dir: Path, objective: str, out: Path) -> Score:
+    """Select again among ``run_dir``'s scored candidates with another objective (same bounds, same
+    scores: nothing is played); the chosen policy is written to ``out`` (atomically) with
+    ``model.zip``'s env arguments and its own step count, ready for ``agent_path``."""
+    import shutil
+    import zipfile
+
+    from agents.adapter import META_MEMBER, read_meta, write_meta
+
+    bounds, scores = load_history(run_dir)
+    chosen = Rule(bounds, objective).best(scores)
+    src = candidate_file(run_dir, chosen.steps)
+    meta = dict(read_meta(run_dir / "model.zip"), num_timesteps=chosen.steps)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.stem + ".tmp.zip")
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            if item.filename != META_MEMBER:
+                with zin.open(item) as fin, zout.open(item, "w") as fout:
+                    shutil.copyfileobj(fin, fout)
+    write_meta(tmp, meta)
+    os.replace(tmp, out)
+    return chosen
+
+
+def format_history(bounds: dict[str, float], scores: list[Score], rule: Rule, chosen: Score) -> str:
+    """One line per candidate: steps, the bounded and objective figures, ratios to the bounds, eligibility."""
+    cols = [m for m in METRICS if m in bounds or m == rule.objective]
+    head = f"{'steps':>8} " + " ".join(f"{m:>11} {'/bound':>7}" if m in bounds else f"{m:>11}" for m in cols)
+    lines = ["bounds: " + ", ".join(f"{m} <= {b:.6g}" for m, b in bounds.items()) + f"; objective {rule.objective}",
+             head + f" {'worst':>7} {'finished':>9}  eligible"]
+    for s in scores:
+        figs = " ".join(f"{getattr(s, m):>11.6g} {getattr(s, m) / bounds[m]:>7.3f}" if m in bounds
+                        else f"{getattr(s, m):>11.6g}" for m in cols)
+        mark = "  <- chosen" if s is chosen else ""
+        lines.append(f"{s.steps:>8} {figs} {rule.worst_ratio(s):>7.3f} {f'{s.finished}/{s.jobs}':>9}  "
+                     f"{'yes' if rule.eligible(s) else 'no':<8}{mark}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+    import sys
+
+    from gpusched_env.config_util import ConfigError
+
+    ap = argparse.ArgumentParser(prog="python -m agents.selection",
+                                 description="Select again among a run's scored candidates with another objective "
+                                             "(selection.json's bounds and scores; nothing is played).")
+    ap.add_argument("run_dir", type=Path, help="a gpusched-train folder trained with select.enabled=true")
+    ap.add_argument("--objective", required=True, choices=OBJECTIVES, help="minimised among the eligible")
+    ap.add_argument("--out", type=Path, help="write the chosen policy here (a model.zip for agent_path); "
+                                             "without it, only print the candidates")
+    a = ap.parse_args(argv)
+    try:
+        bounds, scores = load_history(a.run_dir)
+        rule = Rule(bounds, a.objective)
+        chosen = reselect(a.run_dir, a.objective, a.out) if a.out else rule.best(scores)
+    except (ConfigError, ValueError) as e:
+        print(f"selection: error: {' '.join(str(e).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(format_history(bounds, scores, rule, chosen))
+    if a.out:
+        print(f"wrote {a.out} (the candidate at {chosen.steps} steps)")
+
+
+if __name__ == "__main__":
+    main()

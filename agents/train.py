@@ -325,7 +325,14 @@ def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario
     first on the same validation episodes (ConfigError naming the ``select.*`` key that is wrong)."""
     import gymnasium as gym
 
-    from agents.selection import BOUND_KEYS, METRICS, Rule, heuristic_results, score_runs, selection_callback
+    from agents.selection import (
+        BOUND_KEYS,
+        OBJECTIVES,
+        Rule,
+        heuristic_results,
+        score_runs,
+        selection_callback,
+    )
     from baselines import POLICY_NAMES
 
     if not isinstance(scn, Scenario) or eid not in BC_ENVS:
@@ -341,14 +348,16 @@ def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario
     slack = float(sc.slack)
     if slack < 0:
         raise ConfigError(f"select.slack must be >= 0, got {slack}")
-    if sc.objective not in METRICS:
-        raise ConfigError(f"select.objective must be one of {', '.join(METRICS)}, got {sc.objective!r}")
+    if sc.objective not in OBJECTIVES:
+        raise ConfigError(f"select.objective must be one of {', '.join(OBJECTIVES)}, got {sc.objective!r}")
     bounds: dict[str, str] = {}  # metric -> the heuristic bounding it
     for key, m in BOUND_KEYS.items():
         if sc[key] is not None and sc[key] not in POLICY_NAMES:
             raise ConfigError(f"select.{key} must be a heuristic ({', '.join(POLICY_NAMES)}) or null, got {sc[key]!r}")
         if sc[key] is not None:
             bounds[m] = str(sc[key])
+    if sc.objective == "worst_ratio" and not bounds:
+        raise ConfigError("select.objective=worst_ratio needs a bound (select.avg_bound, p99_bound or run_bound)")
     episodes = [(w, s) for s in seeds for w in workloads]
     refs = {name: score_runs(0, heuristic_results(scn, name, episodes)) for name in sorted(set(bounds.values()))}
     rule = Rule({m: (1.0 + slack) * float(getattr(refs[name], m)) for m, name in bounds.items()}, str(sc.objective))

@@ -64,6 +64,19 @@ def test_rule_without_an_eligible_candidate_prefers_finishing_then_the_smallest_
         Rule({"makespan_s": 1.0})
 
 
+def test_worst_ratio_objective_keeps_the_widest_margin_on_the_tightest_bound():
+    rule = Rule({"avg_jct_s": 100.0, "p99_jct_s": 500.0}, objective="worst_ratio")
+    cands = [_s(0, 50.0, 495.0), _s(1, 60.0, 450.0), _s(2, 95.0, 400.0), _s(3, 40.0, 300.0, finished=9)]
+    # worst ratios: max(.5, .99) = .99, max(.6, .9) = .9, max(.95, .8) = .95; 3 left a job unfinished
+    assert [rule.objective_of(c) for c in cands[:3]] == pytest.approx([0.99, 0.9, 0.95])
+    assert rule.best(cands).steps == 1
+    assert Rule(rule.bounds).best(cands).steps == 0  # the lowest average (50 s) sits at 99 % of the p99 bound
+    with pytest.raises(ValueError, match="objective worst_ratio needs at least one bound"):
+        Rule({}, "worst_ratio")
+    with pytest.raises(ValueError, match="unknown objective 'makespan_s'"):
+        Rule({}, "makespan_s")
+
+
 def test_heuristic_scores_are_the_bench_metrics_averaged():
     scn = load_scenario(SCN)
     episodes = [(0, 5), (0, 6)]
@@ -119,10 +132,46 @@ def test_training_with_selection_saves_the_chosen_candidate(tmp_path):
     assert refs["las"].all_finished and np.isfinite(refs["srtf"].p99_jct_s)
 
 
+def test_reselection_picks_among_the_saved_candidates_without_playing(tmp_path, capsys):
+    import torch
+
+    from agents.adapter import load_model, predict, read_meta
+    from agents.selection import OBJECTIVES, candidate_file, load_history, main, reselect
+    from agents.train import train
+
+    train(_cfg("checkpoint_freq=128", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), tmp_path)
+    bounds, scores = load_history(tmp_path)
+    assert [c.steps for c in scores] == [0, 128, 256]
+    same = reselect(tmp_path, "avg_jct_s", tmp_path / "again.zip")  # the training's own objective
+    assert read_meta(tmp_path / "again.zip") == read_meta(tmp_path / "model.zip")
+    a, b = (load_model(tmp_path / f).policy.state_dict() for f in ("model.zip", "again.zip"))
+    assert same.steps == read_meta(tmp_path / "model.zip")["num_timesteps"] and all(torch.equal(a[k], b[k]) for k in a)
+    env = gym.make("gpusched/Cluster-v1", scenario=load_scenario(SCN), options=["packed"], max_steps=20000)
+    for objective in OBJECTIVES:  # each written policy is its candidate: replayed, it scores what was recorded
+        out = tmp_path / f"{objective}.zip"
+        chosen = reselect(tmp_path, objective, out)
+        assert chosen == Rule(bounds, objective).best(scores) and read_meta(out)["num_timesteps"] == chosen.steps
+        model = load_model(out)
+        again = score_runs(chosen.steps, play(env, lambda o, m, model=model: predict(model, o, m, True), [(0, 100000)]))
+        assert (again.avg_jct_s, again.p99_jct_s, again.finished) == (chosen.avg_jct_s, chosen.p99_jct_s, chosen.finished)
+    main([str(tmp_path), "--objective", "p99_jct_s"])  # prints, writes nothing
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("bounds: avg_jct_s <= ") and printed[0].endswith("; objective p99_jct_s")
+    assert [line.split()[0] for line in printed[2:]] == ["0", "128", "256"] and sum("<- chosen" in x for x in printed) == 1
+    (tmp_path / "checkpoints" / "model_128_steps.zip").unlink()
+    with pytest.raises(ConfigError, match="model_128_steps.zip: no saved policy for the candidate at 128 steps"):
+        candidate_file(tmp_path, 128)
+    with pytest.raises(SystemExit) as e:
+        main([str(tmp_path / "nope"), "--objective", "avg_jct_s"])
+    assert e.value.code == 2 and "nope/selection.json: cannot read it" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("select.p99_bound=nope", "select.p99_bound must be a heuristic .*or null, got 'nope'"),
     ("select.objective=makespan_s",
-     "select.objective must be one of avg_jct_s, p99_jct_s, avg_run_s, energy_kwh, got 'makespan_s'"),
+     "select.objective must be one of avg_jct_s, p99_jct_s, avg_run_s, energy_kwh, worst_ratio, got 'makespan_s'"),
+    ("select.objective=worst_ratio select.avg_bound=null select.p99_bound=null",
+     "select.objective=worst_ratio needs a bound"),
     ("select.run_bound=nope", "select.run_bound must be a heuristic .*or null, got 'nope'"),
     ("select.freq=0", "select.freq must be an integer >= 1, got 0"),
     ("select.max_steps=-3", "select.max_steps must be an integer >= 1, got -3"),
@@ -133,7 +182,7 @@ def test_bad_selection_keys_are_named_before_anything_is_written(tmp_path, overr
     from agents.train import train
 
     with pytest.raises(ConfigError, match=message):
-        train(_cfg(override), tmp_path / "run")
+        train(_cfg(*override.split()), tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
