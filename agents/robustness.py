@@ -5,9 +5,11 @@ were not trained on, and how much each degrades against its own figure on the tr
     python -m agents.robustness --report runs/robust_syn/results.json      # re-print, run nothing
 
 A *variant* is a named set of Hydra overrides of ``gpusched-bench``'s scenario, written
-``NAME: OVERRIDE ...`` (e.g. ``load_1.2: scenario=synthetic_philly scenario.workload.load=1.2``);
-:data:`DEFAULT_VARIANTS` lists the default set, each with why it is there. The first variant
-(``--base``, default ``train``) is the scenario the models were trained on. For every variant the
+``NAME: OVERRIDE ...`` (e.g. ``load_1.2: scenario=synthetic_philly scenario.workload.load=1.2``), and
+optionally the workloads it runs (``workloads=[4,5,6,7]``: a multi-workload scenario's held-out ones);
+:data:`VARIANT_SETS` holds the default set of each training scenario (``synthetic_philly``,
+``pal_philly``), each variant with why it is there; the models' training scenario picks it. The first
+variant (``--base``, default ``train``) is the scenario the models were trained on. For every variant the
 tool runs ``gpusched-bench`` (:func:`bench.cli.run_bench`, one process, the same runs the CLI makes)
 once with the heuristics and once per model (``policies=[agent]``), into ``OUT/VARIANT/heuristics``
 and ``OUT/VARIANT/agent_K`` (``results.json`` and ``run.json``: the overrides, the equivalent
@@ -50,7 +52,8 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 @dataclass(frozen=True)
 class Variant:
-    """A named set of scenario overrides (Hydra syntax, as on the ``gpusched-bench`` command line)."""
+    """A named set of scenario overrides (Hydra syntax, as on the ``gpusched-bench`` command line), with
+    ``workloads=[...]`` among them where it runs only some of a scenario's workloads."""
 
     name: str
     overrides: tuple[str, ...]
@@ -79,7 +82,48 @@ DEFAULT_VARIANTS: tuple[Variant, ...] = (
             "real Philly arrivals and durations: 1,000 jobs of virtual cluster 6c71a0 (conf/scenario/"
             "philly_window.yaml) on 16 x 4 V100, with philly_full's model (bandwidth locality, stragglers)"),
 )
-"""The default variants: the base, then one axis changed at a time (load, GPUs per node, real trace)."""
+"""The default variants of ``synthetic_philly`` models: the base, then one axis changed at a time
+(load, GPUs per node, real trace)."""
+
+_PAL_HELD_OUT = "workloads=[4,5,6,7]"  # the held-out PAL workloads 5-8 (models train on 1-4)
+PAL_VARIANTS: tuple[Variant, ...] = (
+    Variant("train", ("scenario=pal_philly", _PAL_HELD_OUT),
+            "the training scenario on its held-out workloads 5-8 (16 x 4 V100, the artifact's variability "
+            "draw, 2 background jobs/h): the base"),
+    Variant("bg_1", ("scenario=pal_philly", "scenario.workload.background_rate_per_hour=1.0", _PAL_HELD_OUT),
+            "lighter load: half the artifact's background arrival rate (--jobs-per-hour 1)"),
+    Variant("bg_3", ("scenario=pal_philly", "scenario.workload.background_rate_per_hour=3.0", _PAL_HELD_OUT),
+            "heavier load: 1.5 x the artifact's background arrival rate (--jobs-per-hour 3)"),
+    Variant("16x8", ("scenario=pal_philly", "scenario.cluster.nodes.0.gpus_per_node=8", _PAL_HELD_OUT),
+            "twice the GPUs per node (128 GPUs, the artifact's draw for the new GPUs), the same jobs"),
+    Variant("16x3", ("scenario=pal_philly", "scenario.cluster.nodes.0.gpus_per_node=3", _PAL_HELD_OUT),
+            "three quarters of the GPUs (48: the widest PAL job still fits; at 16 x 2 workloads 5, 6 and 8 "
+            "hold 48-GPU jobs wider than the cluster), the same jobs"),
+    Variant("philly_window", ("scenario=philly_window",),
+            "real Philly arrivals and durations: 1,000 jobs of virtual cluster 6c71a0 (conf/scenario/"
+            "philly_window.yaml) on 16 x 4 V100, with philly_full's model (bandwidth locality, stragglers)"),
+)
+"""The default variants of ``pal_philly`` models, on the held-out workloads where the scenario has them."""
+
+VARIANT_SETS: dict[str, tuple[Variant, ...]] = {"synthetic_philly": DEFAULT_VARIANTS, "pal_philly": PAL_VARIANTS}
+"""Default variants by the scenario the models were trained on."""
+
+
+def default_variants(models: list[dict[str, Any]]) -> list[Variant]:
+    """The default variant set of the models' training scenario (one for all); else a ConfigError."""
+    trained = sorted({str(m.get("scenario")) for m in models})
+    if len(trained) != 1:
+        raise ConfigError(f"models trained on {trained}: give models of one scenario, or the variants (--variant)")
+    if trained[0] not in VARIANT_SETS:
+        raise ConfigError(f"no default variants for models trained on {trained[0]!r} (defaults exist for "
+                          f"{sorted(VARIANT_SETS)}); give them with --variant 'NAME: OVERRIDE ...'")
+    return list(VARIANT_SETS[trained[0]])
+
+
+def _is_variant_key(override: str) -> bool:
+    """A scenario override (``scenario=NAME``, ``scenario.KEY=VALUE``) or the workloads run."""
+    key = override.partition("=")[0].lstrip("+~")
+    return key in ("scenario", "workloads") or key.startswith("scenario.")
 
 
 def parse_variant(spec: str) -> Variant:
@@ -96,11 +140,10 @@ def parse_variant(spec: str) -> Variant:
     if not overrides:
         raise ConfigError(f"variant {name}: no overrides (give at least scenario=NAME)")
     for o in overrides:
-        key, eq, _ = o.partition("=")
-        bare = key.lstrip("+~")
-        if not eq or not (bare == "scenario" or bare.startswith("scenario.")):
-            raise ConfigError(f"variant {name}: {o!r} is not a scenario override (scenario=NAME or "
-                              "scenario.KEY=VALUE); seeds, policies and models are this tool's options")
+        if "=" not in o or not _is_variant_key(o):
+            raise ConfigError(f"variant {name}: {o!r} is not a scenario override (scenario=NAME, "
+                              "scenario.KEY=VALUE or workloads=[...]); seeds, policies and models are this "
+                              "tool's options")
     return Variant(name, overrides)
 
 
@@ -190,7 +233,7 @@ def check_import(variant: Variant, path: str, seeds: list[int], models: list[dic
     if not ov_file.is_file():
         raise ConfigError(f"{where}: no {ov_file} (cannot check which scenario overrides it ran with)")
     ran = [str(o) for o in yaml.safe_load(ov_file.read_text()) or []]
-    mine = sorted(o for o in ran if o.lstrip("+~").split("=", 1)[0].split(".", 1)[0] == "scenario")
+    mine = sorted(o for o in ran if _is_variant_key(o))
     if mine != sorted(variant.overrides):
         raise ConfigError(f"{where}: ran with scenario overrides {mine}, the variant is {sorted(variant.overrides)}")
     if doc.get("seeds") != seeds:
@@ -473,7 +516,8 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m agents.robustness", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="default variants (the first is the base):\n" + "\n".join(
-            f"  {v.spec}\n      {v.doc}" for v in DEFAULT_VARIANTS))
+            f"  {v.spec}\n      {v.doc}" for v in DEFAULT_VARIANTS) + "\n\ndefault variants of pal_philly models:\n"
+        + "\n".join(f"  {v.spec}\n      {v.doc}" for v in PAL_VARIANTS))
     ap.add_argument("models", nargs="*", help="model.zip files of gpusched-train (one per training seed)")
     ap.add_argument("--out", type=Path, help="output folder (OUT/results.json, OUT/VARIANT/...)")
     ap.add_argument("--variant", action="append", metavar="'NAME: OVERRIDE ...'",
@@ -497,7 +541,12 @@ def main(argv: list[str] | None = None) -> None:
             return
         if not a.models or a.out is None:
             ap.error("give the models and --out (or --report FILE)")
-        variants = [parse_variant(s) for s in a.variant] if a.variant else list(DEFAULT_VARIANTS)
+        if a.variant:
+            variants = [parse_variant(s) for s in a.variant]
+        else:
+            from agents.adapter import describe_agent
+
+            variants = default_variants([describe_agent(m) for m in a.models])
         if a.only:
             keep = {s.strip() for s in a.only.split(",") if s.strip()}
             unknown = sorted(keep - {v.name for v in variants})

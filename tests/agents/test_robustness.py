@@ -80,18 +80,47 @@ def test_check_document_refuses_an_incomplete_study():
 
 
 def test_default_variants_parse_and_compose():
-    for v in rb.DEFAULT_VARIANTS:
+    for v in (*rb.DEFAULT_VARIANTS, *rb.PAL_VARIANTS):
         assert rb.parse_variant(v.spec).overrides == v.overrides
         assert v.doc
     cfg = rb.compose(rb.DEFAULT_VARIANTS[3], [])  # 16x8
     assert cfg.scenario.cluster.nodes[0].gpus_per_node == 8 and cfg.scenario.workload.max_gpus == 64
     assert rb.compose(rb.parse_variant("w: scenario=philly_window"), []).scenario.workload.limit == 1000
+    pal = {v.name: v for v in rb.PAL_VARIANTS}
+    cfg = rb.compose(pal["16x3"], [])
+    assert cfg.scenario.cluster.nodes[0].gpus_per_node == 3 and list(cfg.workloads) == [4, 5, 6, 7]
+    assert rb.compose(pal["bg_3"], []).scenario.workload.background_rate_per_hour == 3.0
+    assert "workloads=[4,5,6,7]" not in pal["philly_window"].overrides  # one workload: all of it
+
+
+def _meta_only(path: Path, scenario: str) -> str:
+    """A file that ``describe_agent`` reads as a model trained on ``scenario`` (no policy inside)."""
+    import zipfile
+
+    from agents.adapter import write_meta
+
+    zipfile.ZipFile(path, "w").close()
+    write_meta(path, {"scenario": scenario, "env_id": "gpusched/Cluster-v1", "env": {}})
+    return str(path)
+
+
+def test_default_variants_follow_the_training_scenario(tmp_path):
+    from agents.adapter import describe_agent
+
+    pal, syn = (describe_agent(_meta_only(tmp_path / f"{s}.zip", s)) for s in ("pal_philly", "synthetic_philly"))
+    assert rb.default_variants([pal, pal]) == list(rb.PAL_VARIANTS)
+    assert rb.default_variants([syn]) == list(rb.DEFAULT_VARIANTS)
+    with pytest.raises(ConfigError, match="models trained on \\['pal_philly', 'synthetic_philly'\\]"):
+        rb.default_variants([pal, syn])
+    with pytest.raises(ConfigError, match="no default variants for models trained on 'eaco_cluster'"):
+        rb.default_variants([describe_agent(_meta_only(tmp_path / "e.zip", "eaco_cluster"))])
 
 
 @pytest.mark.parametrize(("spec", "match"), [
     ("load 0.6 scenario=synthetic_philly", "variant 'load 0.6 scenario=synthetic_philly': expected 'NAME: OVERRIDE"),
     ("x:", "variant x: no overrides"),
     ("x: seeds=[0]", "variant x: 'seeds=\\[0\\]' is not a scenario override"),
+    ("x: workloads", "variant x: 'workloads' is not a scenario override"),
     ("x: scenario=synthetic_small 'open", "variant x: cannot split"),
 ])
 def test_bad_variant_is_a_named_error(spec, match):
@@ -108,12 +137,16 @@ def test_bad_override_fails_in_one_line_naming_the_variant(capsys):
     assert err.count("\n") == 1 and err.startswith("robustness: error: variant bad:") and "nope" in err
 
 
-def test_unknown_only_and_base_are_named(capsys):
+def test_unknown_only_and_base_are_named(capsys, tmp_path):
+    model = _meta_only(tmp_path / "m.zip", "synthetic_philly")
     for args, word in ((["--only", "load_9"], "--only: unknown variant(s) ['load_9']"),
                        (["--base", "nope"], "--base: no variant named 'nope'")):
         with pytest.raises(SystemExit):
-            rb.main(["m.zip", "--out", "x", *args])
+            rb.main([model, "--out", "x", *args])
         assert word in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # the defaults need the models' training scenario
+        rb.main([str(tmp_path / "absent.zip"), "--out", "x"])
+    assert e.value.code == 2 and "absent.zip': no such file" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------------ end to end
@@ -207,6 +240,10 @@ def test_import_is_checked_against_the_variant(tiny_model, tmp_path):
     assert rb.check_import(v, str(res), [0], [])[1] is None  # heuristics; bench keys are not the scenario's
     with pytest.raises(ConfigError, match="seeds \\[0\\], this study uses \\[1\\]"):
         rb.check_import(v, str(res), [1], [])
+    (res.parent / ".hydra" / "overrides.yaml").write_text("- scenario=synthetic_small\n- workloads=[0]\n")
+    with pytest.raises(ConfigError, match="ran with scenario overrides \\['scenario=synthetic_small', 'workloads=\\[0\\]'\\]"):
+        rb.check_import(v, str(res), [0], [])  # the workloads run are part of the variant
+    assert rb.check_import(rb.parse_variant("small: scenario=synthetic_small workloads=[0]"), str(res), [0], [])[1] is None
 
 
 # ------------------------------------------------------------------ the philly_window scenario (real data)
