@@ -195,3 +195,20 @@ def test_wall_clock_does_not_charge_excluded_time():
     assert not clock._on_step()
     spent[0] = 20.0  # of which 20 s scoring candidates: 5 s of RL
     assert clock._on_step()
+
+
+def test_same_seed_trains_the_same_policy_and_scores(tmp_path):
+    """One seed tree: the warm start, PPO and the selection scores repeat exactly on one machine."""
+    import torch
+
+    from agents.adapter import load_model
+    from agents.train import train
+
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for out in runs:
+        train(_cfg("n_envs=2", "total_timesteps=512", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), out)
+    a, b = (load_model(out / "last_model.zip").policy.state_dict() for out in runs)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    scores = [[{k: v for k, v in c.items() if k != "eval_s"} for c in json.loads((out / "selection.json").read_text())["candidates"]]
+              for out in runs]
+    assert scores[0] == scores[1] and [c["steps"] for c in scores[0]] == [0, 128, 256, 384, 512]
