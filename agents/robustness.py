@@ -95,7 +95,8 @@ PAL_VARIANTS: tuple[Variant, ...] = (
     Variant("bg_3", ("scenario=pal_philly", "scenario.workload.background_rate_per_hour=3.0", _PAL_HELD_OUT),
             "heavier load: 1.5 x the artifact's background arrival rate (--jobs-per-hour 3)"),
     Variant("16x8", ("scenario=pal_philly", "scenario.cluster.nodes.0.gpus_per_node=8", _PAL_HELD_OUT),
-            "twice the GPUs per node (128 GPUs, the artifact's draw for the new GPUs), the same jobs"),
+            "twice the GPUs per node (128 GPUs; the artifact's variability draw procedure over all of them), the "
+            "same jobs"),
     Variant("16x3", ("scenario=pal_philly", "scenario.cluster.nodes.0.gpus_per_node=3", _PAL_HELD_OUT),
             "three quarters of the GPUs (48: the widest PAL job still fits; at 16 x 2 workloads 5, 6 and 8 "
             "hold 48-GPU jobs wider than the cluster), the same jobs"),
@@ -515,7 +516,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m agents.robustness", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="default variants (the first is the base):\n" + "\n".join(
+        epilog="default variants of synthetic_philly models (the first is the base):\n" + "\n".join(
             f"  {v.spec}\n      {v.doc}" for v in DEFAULT_VARIANTS) + "\n\ndefault variants of pal_philly models:\n"
         + "\n".join(f"  {v.spec}\n      {v.doc}" for v in PAL_VARIANTS))
     ap.add_argument("models", nargs="*", help="model.zip files of gpusched-train (one per training seed)")
