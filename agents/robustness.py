@@ -307,6 +307,7 @@ def run_study(study: Study, console: Any = None, rerun: bool = False) -> dict[st
                     raise ConfigError(f"--import {v.name}={f}: no results for heuristics {missing}")
             imported[(v.name, idx)] = (doc, f)
     todo: list[Run] = []
+    sims = 0  # simulations to run: policies x seeds x workloads of every run to do
     for r in study.runs():
         if (r.variant.name, r.model) in imported:
             continue
@@ -317,6 +318,7 @@ def run_study(study: Study, console: Any = None, rerun: bool = False) -> dict[st
             raise ConfigError(f"variant {r.variant.name}: {e}") from None
         if rerun or r.done() is None:
             todo.append(r)
+            sims += len(tasks)
     console.print(f"robustness: {len(study.models)} model(s) x {len(study.variants)} variant(s), heuristics "
                   f"{study.heuristics}, seeds {study.seeds}: {len(todo)} bench run(s) to do "
                   f"({len(study.runs()) - len(todo)} reused or imported)")
@@ -325,7 +327,7 @@ def run_study(study: Study, console: Any = None, rerun: bool = False) -> dict[st
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
-        job = bar.add_task("simulating", total=sum(len(r.policies) for r in todo) * len(study.seeds))
+        job = bar.add_task("simulating", total=sims)
         for v in study.variants:
             entry = doc["variants"][[x["name"] for x in doc["variants"]].index(v.name)]
             for r in [x for x in study.runs() if x.variant.name == v.name]:
