@@ -64,6 +64,12 @@ class Variant:
         return f"{self.name}: {' '.join(self.overrides)}"
 
 
+PHILLY_WINDOW = Variant("philly_window", ("scenario=philly_window",),
+                        "real Philly arrivals and durations: 1,000 jobs of virtual cluster 6c71a0 (conf/scenario/"
+                        "philly_window.yaml) on 16 x 4 V100, with philly_full's model (bandwidth locality, "
+                        "stragglers)")
+"""The real-trace variant of both default sets (its models' cluster shape: 16 x 4 V100)."""
+
 DEFAULT_VARIANTS: tuple[Variant, ...] = (
     Variant("train", ("scenario=synthetic_philly",),
             "the training scenario (16 x 4 V100, 1,000 generated jobs, offered load 0.8): the base"),
@@ -78,9 +84,7 @@ DEFAULT_VARIANTS: tuple[Variant, ...] = (
     Variant("16x2", ("scenario=synthetic_philly", "scenario.cluster.nodes.0.gpus_per_node=2"),
             "half the GPUs per node (32 GPUs), load 0.8 of 32 GPUs; the generator drops its 64-GPU jobs "
             "(wider than the cluster) and renormalises the mix"),
-    Variant("philly_window", ("scenario=philly_window",),
-            "real Philly arrivals and durations: 1,000 jobs of virtual cluster 6c71a0 (conf/scenario/"
-            "philly_window.yaml) on 16 x 4 V100, with philly_full's model (bandwidth locality, stragglers)"),
+    PHILLY_WINDOW,
 )
 """The default variants of ``synthetic_philly`` models: the base, then one axis changed at a time
 (load, GPUs per node, real trace)."""
@@ -100,9 +104,7 @@ PAL_VARIANTS: tuple[Variant, ...] = (
     Variant("16x3", ("scenario=pal_philly", "scenario.cluster.nodes.0.gpus_per_node=3", _PAL_HELD_OUT),
             "three quarters of the GPUs (48: the widest PAL job still fits; at 16 x 2 workloads 5, 6 and 8 "
             "hold 48-GPU jobs wider than the cluster), the same jobs"),
-    Variant("philly_window", ("scenario=philly_window",),
-            "real Philly arrivals and durations: 1,000 jobs of virtual cluster 6c71a0 (conf/scenario/"
-            "philly_window.yaml) on 16 x 4 V100, with philly_full's model (bandwidth locality, stragglers)"),
+    PHILLY_WINDOW,
 )
 """The default variants of ``pal_philly`` models, on the held-out workloads where the scenario has them."""
 
@@ -518,9 +520,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m agents.robustness", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="default variants of synthetic_philly models (the first is the base):\n" + "\n".join(
-            f"  {v.spec}\n      {v.doc}" for v in DEFAULT_VARIANTS) + "\n\ndefault variants of pal_philly models:\n"
-        + "\n".join(f"  {v.spec}\n      {v.doc}" for v in PAL_VARIANTS))
+        epilog="\n\n".join(f"default variants of {name} models (the first is the base):\n"
+                             + "\n".join(f"  {v.spec}\n      {v.doc}" for v in vs) for name, vs in VARIANT_SETS.items()))
     ap.add_argument("models", nargs="*", help="model.zip files of gpusched-train (one per training seed)")
     ap.add_argument("--out", type=Path, help="output folder (OUT/results.json, OUT/VARIANT/...)")
     ap.add_argument("--variant", action="append", metavar="'NAME: OVERRIDE ...'",

@@ -232,15 +232,21 @@ def candidate_file(run_dir: Path, steps: int) -> Path:
 
 def reselect(run_dir: Path, objective: str, out: Path) -> Score:
     """Select again among ``run_dir``'s scored candidates with another objective (same bounds, same
-    scores: nothing is played); the chosen policy is written to ``out`` (atomically) with
+    scores: nothing is played); the chosen policy is written to ``out`` (:func:`write_candidate`)."""
+    bounds, scores = load_history(run_dir)
+    chosen = Rule(bounds, objective).best(scores)
+    write_candidate(run_dir, chosen, out)
+    return chosen
+
+
+def write_candidate(run_dir: Path, chosen: Score, out: Path) -> None:
+    """The policy of ``run_dir``'s candidate ``chosen``, written to ``out`` (atomically) with
     ``model.zip``'s env arguments and its own step count, ready for ``agent_path``."""
     import shutil
     import zipfile
 
     from agents.adapter import META_MEMBER, read_meta, write_meta
 
-    bounds, scores = load_history(run_dir)
-    chosen = Rule(bounds, objective).best(scores)
     src = candidate_file(run_dir, chosen.steps)
     meta = dict(read_meta(run_dir / "model.zip"), num_timesteps=chosen.steps)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -252,7 +258,6 @@ def reselect(run_dir: Path, objective: str, out: Path) -> Score:
                     shutil.copyfileobj(fin, fout)
     write_meta(tmp, meta)
     os.replace(tmp, out)
-    return chosen
 
 
 def format_history(bounds: dict[str, float], scores: list[Score], rule: Rule, chosen: Score) -> str:
@@ -287,7 +292,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         bounds, scores = load_history(a.run_dir)
         rule = Rule(bounds, a.objective)
-        chosen = reselect(a.run_dir, a.objective, a.out) if a.out else rule.best(scores)
+        chosen = rule.best(scores)
+        if a.out:
+            write_candidate(a.run_dir, chosen, a.out)
     except (ConfigError, ValueError) as e:
         print(f"selection: error: {' '.join(str(e).split())}", file=sys.stderr)
         raise SystemExit(2) from None
