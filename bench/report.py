@@ -91,7 +91,7 @@ def _fmt(v: float | None) -> str:
     return "" if v is None else repr(float(v))
 
 
-def _num(v: float | None) -> str:
+def compact(v: float | None) -> str:
     """Compact number: 4.44M, 134k, 37.5, 0.224."""
     if v is None or not math.isfinite(v):
         return "-"
@@ -130,9 +130,9 @@ def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Tabl
         for m in metrics:
             vals = np.array([s["metrics"].get(m, np.nan) for s in p["per_seed"]], dtype=float)
             mean = p["metrics"].get(m, float("nan"))
-            cell = _num(mean)
+            cell = compact(mean)
             if len(vals) > 1 and np.isfinite(vals).all():
-                cell += f" ±{_num(float(vals.std()))}"
+                cell += f" ±{compact(float(vals.std()))}"
             base = first["metrics"].get(m)
             if p is not first and base and math.isfinite(base) and math.isfinite(mean):
                 cell += f" ({(mean / base - 1) * 100:+.1f}%)"
@@ -154,7 +154,7 @@ def per_workload_table(doc: dict[str, Any], metric: str | None = None) -> Table 
     for name in pols:
         t.add_column(name, justify="right")
     for i, wl in enumerate(first["per_workload"]):
-        t.add_row(wl["workload"], *(_num(p["per_workload"][i]["metrics"][metric]) for p in pols.values()))
+        t.add_row(wl["workload"], *(compact(p["per_workload"][i]["metrics"][metric]) for p in pols.values()))
     return t
 
 
