@@ -25,6 +25,9 @@ Another objective over the same scores needs no training and no scoring, where e
 policy was kept (``checkpoint_freq`` equal to ``select.freq``):
 
     python -m agents.selection runs/x --objective worst_ratio --out runs/x/margin_model.zip
+
+and across validation sets, with one scored later by :mod:`agents.rescore` (``--also NAME``:
+:func:`select_across`).
 """
 
 from __future__ import annotations
@@ -193,19 +196,26 @@ def write_history(path: Path, scores: list[Score], chosen: Score, rule: Rule, re
 
 
 # ------------------------------------------------------------------------------ re-selection (CLI)
-def load_history(run_dir: Path) -> tuple[dict[str, float], list[Score]]:
-    """The bounds and candidates' scores of ``run_dir/selection.json``; ConfigError naming the file."""
+def history_path(run_dir: Path, name: str | None = None) -> Path:
+    """``selection.json`` (the training's validation set) or ``selection_NAME.json`` (:mod:`agents.rescore`)."""
+    return run_dir / ("selection.json" if name is None else f"selection_{name}.json")
+
+
+def load_history(run_dir: Path, name: str | None = None) -> tuple[dict[str, float], list[Score]]:
+    """The bounds and candidates' scores of a validation set of ``run_dir`` (:func:`history_path`);
+    ConfigError naming the file."""
     from gpusched_env.config_util import ConfigError
 
-    path = run_dir / "selection.json"
+    path = history_path(run_dir, name)
     try:
         doc = json.loads(path.read_text())
         bounds = {str(m): float(b) for m, b in doc["bounds"].items()}
         fields = set(Score.__dataclass_fields__)
         scores = [Score(**{k: v for k, v in c.items() if k in fields}) for c in doc["candidates"]]
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read it ({e.strerror}); a run trained with select.enabled=true "
-                          "writes it") from None
+        hint = ("a run trained with select.enabled=true writes it" if name is None else
+                f"python -m agents.rescore {run_dir} --name {name} writes it")
+        raise ConfigError(f"{path}: cannot read it ({e.strerror}); {hint}") from None
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
         raise ConfigError(f"{path}: not a selection history ({type(e).__name__}: {e})") from None
     if not scores:
@@ -228,6 +238,32 @@ def candidate_file(run_dir: Path, steps: int) -> Path:
         raise ConfigError(f"{f}: no saved policy for the candidate at {steps} steps (train with checkpoint_freq "
                           "equal to select.freq to keep every candidate)")
     return f
+
+
+def select_across(histories: list[tuple[dict[str, float], list[Score]]], objective: str) -> int:
+    """The step count of the candidate selected over several validation sets of one run, each with its
+    own bounds: eligible = eligible in every set; ``worst_ratio`` = the largest over the sets; a metric
+    objective = its mean over the sets weighted by their tracked jobs. With none eligible: the most
+    jobs finished in all, then the smallest worst ratio; ties to the earliest. One set: :meth:`Rule.best`."""
+    rules = [Rule(bounds, objective) for bounds, _ in histories]
+    sets = [{s.steps: s for s in scores} for _, scores in histories]
+    steps = [s.steps for s in histories[0][1]]
+    missing = sorted({st for m in sets for st in m} - {st for st in steps if all(st in m for m in sets)})
+    if missing:
+        raise ValueError(f"the validation sets score different candidates (steps {missing} not in all of them)")
+
+    def worst(st: int) -> float:
+        return max(r.worst_ratio(m[st]) for r, m in zip(rules, sets, strict=True))
+
+    def value(st: int) -> float:
+        if objective == "worst_ratio":
+            return worst(st)
+        return sum(getattr(m[st], objective) * m[st].jobs for m in sets) / sum(m[st].jobs for m in sets)
+
+    ok = [st for st in steps if all(r.eligible(m[st]) for r, m in zip(rules, sets, strict=True))]
+    if ok:
+        return min(ok, key=value)
+    return min(steps, key=lambda st: (-sum(m[st].finished for m in sets), worst(st)))
 
 
 def reselect(run_dir: Path, objective: str, out: Path) -> Score:
@@ -288,17 +324,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--objective", required=True, choices=OBJECTIVES, help="minimised among the eligible")
     ap.add_argument("--out", type=Path, help="write the chosen policy here (a model.zip for agent_path); "
                                              "without it, only print the candidates")
+    ap.add_argument("--also", action="append", default=[], metavar="NAME",
+                    help="select across selection.json and RUN_DIR/selection_NAME.json (agents.rescore; repeatable)")
     a = ap.parse_args(argv)
     try:
-        bounds, scores = load_history(a.run_dir)
-        rule = Rule(bounds, a.objective)
-        chosen = rule.best(scores)
+        names: list[str | None] = [None, *a.also]
+        histories = [load_history(a.run_dir, n) for n in names]
+        steps = select_across(histories, a.objective)
+        chosen = next(s for s in histories[0][1] if s.steps == steps)
         if a.out:
             write_candidate(a.run_dir, chosen, a.out)
     except (ConfigError, ValueError) as e:
         print(f"selection: error: {' '.join(str(e).split())}", file=sys.stderr)
         raise SystemExit(2) from None
-    print(format_history(bounds, scores, rule, chosen))
+    for name, (bounds, scores) in zip(names, histories, strict=True):
+        if len(names) > 1:
+            print(f"== {history_path(a.run_dir, name).name}")
+        mark = next(s for s in scores if s.steps == steps)
+        print(format_history(bounds, scores, Rule(bounds, a.objective), mark))
     if a.out:
         print(f"wrote {a.out} (the candidate at {chosen.steps} steps)")
 

@@ -212,3 +212,42 @@ def test_same_seed_trains_the_same_policy_and_scores(tmp_path):
     scores = [[{k: v for k, v in c.items() if k != "eval_s"} for c in json.loads((out / "selection.json").read_text())["candidates"]]
               for out in runs]
     assert scores[0] == scores[1] and [c["steps"] for c in scores[0]] == [0, 128, 256, 384, 512]
+
+
+def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_path, capsys):
+    from agents.rescore import main as rescore_main
+    from agents.rescore import rescore
+    from agents.selection import load_history, main, select_across
+    from agents.train import train
+
+    train(_cfg("checkpoint_freq=128", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), tmp_path)
+    # the training's own episodes, no override: every figure of selection.json again, exactly
+    same = json.loads(rescore(tmp_path, "same", []).read_text())
+    doc = json.loads((tmp_path / "selection.json").read_text())
+    assert same == {**doc, "candidates": [dict(c, eval_s=s["eval_s"]) for c, s in zip(doc["candidates"],
+                                                                                       same["candidates"], strict=True)]}
+    # a heavier load: its own references and bounds; the selection across both sets by hand
+    rescore(tmp_path, "heavy", ["scenario.workload.load=1.5"], run_seeds=[100001])
+    base, heavy = load_history(tmp_path), load_history(tmp_path, "heavy")
+    assert heavy[0] != base[0] and [s.steps for s in heavy[1]] == [0, 128, 256]
+    ok = [st for st in (0, 128, 256) if all(Rule(b, "worst_ratio").eligible(next(s for s in c if s.steps == st))
+                                            for b, c in (base, heavy))]
+
+    def worst(st: int) -> float:
+        return max(Rule(b).worst_ratio(next(s for s in c if s.steps == st)) for b, c in (base, heavy))
+
+    want = min(ok, key=worst) if ok else min((0, 128, 256), key=lambda st: (
+        -sum(next(s for s in c if s.steps == st).finished for _, c in (base, heavy)), worst(st)))
+    assert select_across([base, heavy], "worst_ratio") == want
+    for objective in ("avg_jct_s", "worst_ratio"):  # one set: the rule of the training
+        assert select_across([base], objective) == Rule(base[0], objective).best(base[1]).steps
+    main([str(tmp_path), "--objective", "worst_ratio", "--also", "heavy", "--out", str(tmp_path / "both.zip")])
+    printed = capsys.readouterr().out
+    assert "== selection.json" in printed and "== selection_heavy.json" in printed
+    assert printed.count("<- chosen") == 2 and f"(the candidate at {want} steps)" in printed
+    with pytest.raises(SystemExit) as e:
+        main([str(tmp_path), "--objective", "worst_ratio", "--also", "nope"])
+    assert e.value.code == 2 and f"python -m agents.rescore {tmp_path} --name nope writes it" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        rescore_main([str(tmp_path), "--name", "bad/name"])
+    assert e.value.code == 2 and "--name: letters, digits, '_' or '-' only" in capsys.readouterr().err
