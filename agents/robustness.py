@@ -3,6 +3,7 @@ were not trained on, and how much each degrades against its own figure on the tr
 
     python -m agents.robustness runs/syn_nc_s{0,1,2,3,4}/model.zip --out runs/robust_syn
     python -m agents.robustness --report runs/robust_syn/results.json      # re-print, run nothing
+    python -m agents.robustness --report R.json --goal las,tiresias        # + against two named heuristics
 
 A *variant* is a named set of Hydra overrides of ``gpusched-bench``'s scenario, written
 ``NAME: OVERRIDE ...`` (e.g. ``load_1.2: scenario=synthetic_philly scenario.workload.load=1.2``), and
@@ -499,6 +500,31 @@ def format_report(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def goal_report(doc: dict[str, Any], avg_ref: str, p99_ref: str) -> str:
+    """Per variant, the agents against two named heuristics rather than the best one: the median
+    agent's average JCT against ``avg_ref``'s, its p99 against ``p99_ref``'s, and how many models are
+    within both with every job finished (the form of issue 16's goal: average under LAS's, p99 no
+    worse than Tiresias's)."""
+    for h in (avg_ref, p99_ref):
+        if h not in doc["heuristics"]:
+            raise ConfigError(f"--goal: {h!r} is not among the study's heuristics {doc['heuristics']}")
+    lines = [f"goal: average JCT under {avg_ref}'s, p99 JCT no worse than {p99_ref}'s, every job finished "
+             "(agents: median over models)",
+             f"{'variant':<14} {avg_ref + ' avg':>13} {'agents avg':>11} {'vs ' + avg_ref:>9}   "
+             f"{p99_ref + ' p99':>13} {'agents p99':>11} {'vs ' + p99_ref:>13}   {'models within both':>18}"]
+    for v in doc["variants"]:
+        ref_avg, ref_p99 = v["heuristics"][avg_ref]["avg_jct_s"], v["heuristics"][p99_ref]["p99_jct_s"]
+        most = max(v["heuristics"][h]["jobs_finished"] for h in doc["heuristics"])
+        agents = v["agents"]
+        avg = statistics.median(a["avg_jct_s"] for a in agents)
+        p99 = statistics.median(a["p99_jct_s"] for a in agents)
+        ok = sum(a["avg_jct_s"] < ref_avg and a["p99_jct_s"] <= ref_p99 and a["jobs_finished"] >= most for a in agents)
+        lines.append(f"{v['name']:<14} {short_num(ref_avg):>13} {short_num(avg):>11} {pct_change(avg, ref_avg):>+8.1f}%   "
+                     f"{short_num(ref_p99):>13} {short_num(p99):>11} {pct_change(p99, ref_p99):>+12.1f}%   "
+                     f"{f'{ok} of {len(agents)}':>18}")
+    return "\n".join(lines)
+
+
 def check_document(doc: dict[str, Any], where: str) -> None:
     """A robustness results.json complete enough to print (every figure of every variant present)."""
     if doc.get("tool") != "agents.robustness":
@@ -514,6 +540,16 @@ def check_document(doc: dict[str, Any], where: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ CLI
+def _print_goal(doc: dict[str, Any], goal: str | None) -> None:
+    if goal is None:
+        return
+    refs = [h.strip() for h in goal.split(",")]
+    if len(refs) != 2 or not all(refs):
+        raise ConfigError(f"--goal: expected AVG_HEURISTIC,P99_HEURISTIC (e.g. las,tiresias), got {goal!r}")
+    print()
+    print(goal_report(doc, refs[0], refs[1]))
+
+
 def main(argv: list[str] | None = None) -> None:
     from bench.cli import BenchInterrupted
 
@@ -534,6 +570,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="take a variant's heuristics or one model's runs from an existing bench results.json")
     ap.add_argument("--rerun", action="store_true", help="run again even where OUT holds matching results")
     ap.add_argument("--report", metavar="RESULTS_JSON", help="print the table of an earlier study; run nothing")
+    ap.add_argument("--goal", metavar="AVG_HEURISTIC,P99_HEURISTIC",
+                    help="also compare the agents with two named heuristics, e.g. las,tiresias (average under the "
+                         "first's, p99 no worse than the second's)")
     a = ap.parse_args(argv)
     try:
         if a.report:
@@ -542,6 +581,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise ConfigError(f"--report {a.report}: no such file")
             check_document(doc, a.report)
             print(format_report(doc))
+            _print_goal(doc, a.goal)
             return
         if not a.models or a.out is None:
             ap.error("give the models and --out (or --report FILE)")
@@ -578,6 +618,7 @@ def main(argv: list[str] | None = None) -> None:
         study = Study(list(a.models), variants, a.out, heur, seeds, imports)
         doc = run_study(study, rerun=a.rerun)
         print(format_report(doc))
+        _print_goal(doc, a.goal)
     except ConfigError as e:
         print(f"robustness: error: {' '.join(str(e).split())}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -72,6 +72,19 @@ def test_report_prints_the_hand_computed_figures():
     assert "agents min..max" in text and "200..270" in text
 
 
+def test_goal_report_against_named_heuristics_by_hand():
+    lines = rb.goal_report(_doc(), "srtf", "las").splitlines()
+    train = lines[2].split()
+    # train: srtf avg 120, las p99 1000; agents' medians 110 (-8.3 %), 1000 (+0.0 %); within both: 110/900
+    # and 105/1000 (130 is over 120)
+    assert train == ["train", "120", "110", "-8.3%", "1k", "1k", "+0.0%", "2", "of", "3"]
+    v = lines[3].split()
+    # v: srtf avg 180, las p99 1500; medians 220 (+22.2 %), 1800 (+20.0 %); none under 180 on average
+    assert v == ["v", "180", "220", "+22.2%", "1.5k", "1.8k", "+20.0%", "0", "of", "3"]
+    with pytest.raises(ConfigError, match="--goal: 'pal' is not among the study's heuristics"):
+        rb.goal_report(_doc(), "pal", "las")
+
+
 def test_check_document_refuses_an_incomplete_study():
     doc = _doc()
     doc["variants"][1]["agents"][2] = None
