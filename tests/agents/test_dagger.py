@@ -101,3 +101,24 @@ def test_bad_dagger_keys_are_named_errors(tmp_path, override, message):
     with pytest.raises(ConfigError, match=message):
         train(_cfg(*overrides), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_start_is_labelled_with_the_first_option_in_the_env_order_that_gives_its_gpus():
+    from collections import Counter
+
+    from agents.bc import collect_v1
+
+    scn = _scn()
+
+    def label_counts(options: list[str]) -> Counter:
+        env = ClusterV1Env(scn, options=options, run_seeds=[3])
+        d = collect_v1(env, lambda s: make_teacher("las", scn, s), 1, 11)
+        p = len(options)
+        return Counter(options[int(a) % p] for a in d["action"] if a < env.k * p)
+
+    # LAS places with `packed`; where PAL's option gives the same GPUs it comes first and takes the label,
+    # so a clone learns `pal` for part of LAS's starts. With `packed` first every start is `packed`.
+    pal_first = label_counts(["pal", "pm_first", "packed", "spread", "least_interference"])
+    packed_first = label_counts(["packed", "pal", "pm_first", "spread", "least_interference"])
+    assert pal_first["pal"] > 0 and pal_first["packed"] > 0
+    assert packed_first == Counter({"packed": sum(pal_first.values())})
