@@ -117,6 +117,10 @@ class Headroom:
         return 100.0 * (self.jct / self.alone - 1.0)
 
 
+_PARTS = ("first_wait", "extra_on_gpus", "later_wait")
+"""The fields of :class:`JobSplit` that add up to the excess (JCT − alone time)."""
+
+
 def summarise(policy: str, runs: list[list[JobSplit]]) -> Headroom:
     jobs = [j for run in runs for j in run]
     n = len(jobs)
@@ -134,8 +138,6 @@ def summarise(policy: str, runs: list[list[JobSplit]]) -> Headroom:
     return Headroom(policy, len(runs), n, mean("jct"), mean("alone"), mean("first_wait"),
                     mean("extra_on_gpus"), mean("later_wait"), by, counts, parts)  # type: ignore[arg-type]
 
-
-_PARTS = ("first_wait", "extra_on_gpus", "later_wait")
 
 
 def measure(
