@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from agents.selection import BOUND_KEYS, Rule, Score, load_history, score_runs, write_candidate, write_history
-from gpusched_env.config_util import ConfigError
+from gpusched_env.config_util import ConfigError, int_list
 
 
 @dataclass(frozen=True)
@@ -109,13 +109,6 @@ def rescore(run_dir: Path, name: str, overrides: list[str], run_seeds: list[int]
     return out
 
 
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag}: expected comma-separated integers, got {text!r}") from None
-
-
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m agents.rescore", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -131,8 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if not a.name.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"--name: letters, digits, '_' or '-' only, got {a.name!r}")
-        seeds = _ints(a.run_seeds, "--run-seeds") if a.run_seeds else None
-        workloads = _ints(a.workloads, "--workloads") if a.workloads else None
+        seeds = int_list(a.run_seeds, "--run-seeds") if a.run_seeds else None
+        workloads = int_list(a.workloads, "--workloads") if a.workloads else None
         for run_dir in a.run_dirs:
             t0 = time.perf_counter()
             out = rescore(run_dir, a.name, list(a.override), seeds, workloads,

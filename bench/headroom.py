@@ -29,11 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.report import compact
-from bench.runner import cached_workloads, make_policy, simulate
+from bench.runner import build_simulator, make_policy
 from gpusched_env.cluster.simulator import Simulator
-from gpusched_env.config_util import ConfigError
+from gpusched_env.config_util import ConfigError, int_list
 from gpusched_env.metrics import RunResult
-from gpusched_env.scenario import Scenario, load_scenario, sim_seed
+from gpusched_env.policy import run_policy
+from gpusched_env.scenario import Scenario, load_scenario
 from gpusched_env.types import Job
 
 SIZE_CLASSES = ("1 GPU", "within a node", "across nodes")
@@ -144,15 +145,13 @@ def measure(
     scn: Scenario, policy: str, seeds: Sequence[int], workloads: Sequence[int], agent_path: str | None = None
 ) -> Headroom:
     """Run ``policy`` on every (seed, workload) and summarise its headroom."""
-    topo = scn.cluster.topology()
     runs = []
     for seed in seeds:
         for w in workloads:
-            _, jobs = cached_workloads(scn, seed, topo)[w]
-            ref = Simulator(topo, jobs, scn.model_for(w), seed=sim_seed(seed), max_jobs_per_gpu=scn.cluster.max_jobs_per_gpu)
-            alone = alone_times(ref, jobs)
-            _, result = simulate(scn, make_policy(policy, scn, seed, agent_path, workload=w), seed, w)
-            runs.append(split_jobs(result, alone, topo.max_gpus_per_node))
+            _, jobs, sim = build_simulator(scn, seed, w)
+            alone = alone_times(sim, jobs)  # from the state before the run
+            run_policy(sim, make_policy(policy, scn, seed, agent_path, workload=w))
+            runs.append(split_jobs(sim.result(), alone, sim.topology.max_gpus_per_node))
     return summarise(policy, runs)
 
 
@@ -186,13 +185,6 @@ def format_table(rows: Sequence[Headroom], by_size: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag}: expected comma-separated integers, got {text!r}") from None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench.headroom", description=__doc__.split("\n\n")[0],
@@ -209,11 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         scn = load_scenario(args.scenario)
         n = len(scn.workload_names)
-        workloads = list(range(n)) if args.workloads is None else _ints(args.workloads, "--workloads")
+        workloads = list(range(n)) if args.workloads is None else int_list(args.workloads, "--workloads")
         bad = [w for w in workloads if not 0 <= w < n]
         if bad:
             raise ConfigError(f"--workloads: indices {bad} out of range; {scn.name} has {n} workload(s) (0..{n - 1})")
-        seeds = _ints(args.seeds, "--seeds")
+        seeds = int_list(args.seeds, "--seeds")
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         rows = [measure(scn, p, seeds, workloads, args.agent_path) for p in policies]
     except (ConfigError, ValueError) as e:

@@ -83,16 +83,22 @@ def cached_workloads(scn: Scenario, seed: int, topo: Topology) -> list[tuple[str
     return hit
 
 
-def simulate(
-    scn: Scenario, policy: Policy, seed: int, workload: int = 0, check: bool = False
-) -> tuple[str, RunResult]:
-    """One deterministic simulation; returns (workload name, result)."""
+def build_simulator(scn: Scenario, seed: int, workload: int = 0, check: bool = False) -> tuple[str, list[Job], Simulator]:
+    """The simulator of one (run seed, workload), not yet run: (workload name, its jobs, simulator)."""
     topo = scn.cluster.topology()
     name, jobs = cached_workloads(scn, seed, topo)[workload]
     sim = Simulator(
         topo, jobs, scn.model_for(workload), seed=sim_seed(seed), checker=InvariantChecker() if check else None,
         max_jobs_per_gpu=scn.cluster.max_jobs_per_gpu,
     )
+    return name, jobs, sim
+
+
+def simulate(
+    scn: Scenario, policy: Policy, seed: int, workload: int = 0, check: bool = False
+) -> tuple[str, RunResult]:
+    """One deterministic simulation; returns (workload name, result)."""
+    name, _, sim = build_simulator(scn, seed, workload, check)
     run_policy(sim, policy)
     return name, sim.result()
 

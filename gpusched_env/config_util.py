@@ -19,6 +19,14 @@ class ConfigError(ValueError):
     """A config key is unknown, missing or has a bad value; the message names the key."""
 
 
+def int_list(text: str, flag: str) -> list[int]:
+    """Comma-separated integers of a command-line flag (``"0,1,2"``); a ConfigError naming ``flag`` otherwise."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{flag}: expected comma-separated integers, got {text!r}") from None
+
+
 def from_dict(cls: type[T], data: Mapping[str, Any] | None, where: str) -> T:
     """Instantiate dataclass ``cls`` from ``data``; nested dataclass fields are built recursively.
 
