@@ -27,7 +27,16 @@ from typing import Any
 
 import yaml
 
-from agents.selection import BOUND_KEYS, Rule, Score, load_history, score_runs, write_candidate, write_history
+from agents.selection import (
+    BOUND_KEYS,
+    Rule,
+    Score,
+    heuristic_results,
+    load_history,
+    score_runs,
+    write_candidate,
+    write_history,
+)
 from gpusched_env.config_util import ConfigError, int_list
 
 
@@ -85,8 +94,6 @@ def rescore(run_dir: Path, name: str, overrides: list[str], run_seeds: list[int]
             workloads: list[int] | None = None, progress: Any = None) -> Path:
     """Score every candidate of ``run_dir`` and the rule's heuristics on the new episodes; write
     ``run_dir/selection_NAME.json`` and return its path."""
-    from agents.selection import heuristic_results
-
     setup = read_setup(run_dir)
     _, scores = load_history(run_dir)
     scn = scenario_with(setup.scenario, overrides)
