@@ -12,7 +12,9 @@ format); ``python -m agents.selection RUN_DIR --also NAME`` then selects across 
     python -m agents.selection runs/x --objective worst_ratio --also contended --out runs/x/model_both.zip
 
 Episodes are played as ``gpusched-bench`` plays the policy ``agent`` (the same figures), one
-(workload, run seed) at a time; the workloads default to the run's validation workloads.
+(workload, run seed) at a time, each to its end (no ``select.max_steps`` cut): with no override
+and the run's own episodes the scores equal ``selection.json``'s wherever no episode was cut there;
+``--only NAME`` selects on the new set alone. The workloads default to the run's validation workloads.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class RunSetup:
     """What a training run's ``config.yaml`` says about its selection."""
 
     scenario: str
-    workloads: list[int]
+    workloads: list[int] | None  # None: every workload of the scenario (as the trainer reads null)
     run_seeds: list[int]
     bounds: dict[str, str]  # metric -> the heuristic bounding it
     slack: float
@@ -59,11 +61,9 @@ def read_setup(run_dir: Path) -> RunSetup:
         cfg = yaml.safe_load(path.read_text())
         sel, env = cfg["select"], cfg.get("env") or {}
         workloads = sel.get("workloads") or env.get("workloads")
-        if workloads is None:
-            raise KeyError("select.workloads or env.workloads")
         return RunSetup(
             scenario=str(cfg["scenario"]["name"]),
-            workloads=[int(w) for w in workloads],
+            workloads=None if workloads is None else [int(w) for w in workloads],
             run_seeds=[int(s) for s in sel["run_seeds"]],
             bounds={m: str(sel[k]) for k, m in BOUND_KEYS.items() if sel.get(k)},
             slack=float(sel.get("slack") or 0.0),
@@ -97,7 +97,8 @@ def rescore(run_dir: Path, name: str, overrides: list[str], run_seeds: list[int]
     setup = read_setup(run_dir)
     _, scores = load_history(run_dir)
     scn = scenario_with(setup.scenario, overrides)
-    episodes = [(w, s) for s in (run_seeds or setup.run_seeds) for w in (workloads or setup.workloads)]
+    workloads = workloads or setup.workloads or list(range(len(scn.workload_names)))
+    episodes = [(w, s) for s in (run_seeds or setup.run_seeds) for w in workloads]
     refs = {h: score_runs(0, heuristic_results(scn, h, episodes)) for h in sorted(set(setup.bounds.values()))}
     rule = Rule({m: (1.0 + setup.slack) * float(getattr(refs[h], m)) for m, h in setup.bounds.items()},
                 setup.objective)

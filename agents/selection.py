@@ -27,13 +27,19 @@ policy was kept (``checkpoint_freq`` equal to ``select.freq``):
     python -m agents.selection runs/x --objective worst_ratio --out runs/x/margin_model.zip
 
 and across validation sets, with one scored later by :mod:`agents.rescore` (``--also NAME``:
-:func:`select_across`).
+:func:`select_across`), or on such a set alone (``--only NAME``).
+
+A validation episode cut at ``select.max_steps`` counts its unfinished jobs as unfinished, so a
+policy that was only slow in steps (Cluster-v1: a clone of SRTF took 1,041 to 20,342 steps on
+1,000-job ``synthetic_philly`` windows) is made ineligible: ``Score.truncated`` counts the cut
+episodes, the trainer warns, and ``format_history`` marks them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -47,6 +53,7 @@ from gpusched_env.metrics import compute_metrics
 METRICS = ("avg_jct_s", "p99_jct_s", "avg_run_s", "energy_kwh")  # what a rule may bound or minimise
 OBJECTIVES = (*METRICS, "worst_ratio")  # what a rule may minimise
 BOUND_KEYS = {"avg_bound": "avg_jct_s", "p99_bound": "p99_jct_s", "run_bound": "avg_run_s"}  # select.* -> metric
+TRUNCATED = "truncated"  # RunResult.extra key: the validation episode was cut at the env's max_steps
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,7 @@ class Score:
     finished: int  # tracked jobs finished, summed over episodes
     jobs: int  # tracked jobs, summed over episodes
     eval_s: float = 0.0
+    truncated: int = 0  # episodes cut at the env's max_steps (their jobs left unfinished count as unfinished)
 
     @property
     def all_finished(self) -> bool:
@@ -76,7 +84,8 @@ def score_runs(steps: int, results: list[Any], eval_s: float = 0.0) -> Score:
     mean = {m: float(np.mean([x.get(m, float("nan")) for x in ms])) for m in METRICS}
     return Score(steps=steps, **mean,
                  finished=int(sum(m["jobs_finished"] for m in ms)),
-                 jobs=int(sum(len(r.tracked) for r in results)), eval_s=round(eval_s, 1))
+                 jobs=int(sum(len(r.tracked) for r in results)), eval_s=round(eval_s, 1),
+                 truncated=sum(TRUNCATED in r.extra for r in results))
 
 
 @dataclass(frozen=True)
@@ -115,15 +124,18 @@ class Rule:
 
 
 def play(env: Any, act: Callable[[np.ndarray, np.ndarray], int], episodes: list[tuple[int, int]]) -> list[Any]:
-    """``act(obs, mask)`` played through ``env`` (a gym env) on each (workload, run_seed); the results."""
+    """``act(obs, mask)`` played through ``env`` (a gym env) on each (workload, run_seed); the results.
+    A result whose episode was cut at the env's ``max_steps`` carries ``extra[TRUNCATED] = 1``."""
     out = []
     for workload, run_seed in episodes:
         obs, info = env.reset(options={"workload": workload, "run_seed": run_seed})
-        over = False
-        while not over:
+        term = trunc = False
+        while not (term or trunc):
             obs, _, term, trunc, info = env.step(act(obs, info["action_mask"]))
-            over = term or trunc
-        out.append(env.unwrapped.result())
+        result = env.unwrapped.result()
+        if trunc and not term:
+            result.extra[TRUNCATED] = 1.0
+        out.append(result)
     return out
 
 
@@ -163,6 +175,10 @@ def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, re
             dt = time.perf_counter() - t0
             self.spent_s += dt
             s = score_runs(int(self.model.num_timesteps), results, dt)
+            if s.truncated:
+                print(f"selection: {s.truncated} of {len(episodes)} validation episodes cut at select.max_steps="
+                      f"{env.unwrapped.max_steps} at {s.steps} steps (their unfinished jobs make the candidate "
+                      "ineligible; raise select.max_steps if the policy was not stuck)", file=sys.stderr)
             self.scores.append(s)
             chosen = rule.best(self.scores)
             if chosen is s:
@@ -306,8 +322,9 @@ def format_history(bounds: dict[str, float], scores: list[Score], rule: Rule, ch
         figs = " ".join(f"{getattr(s, m):>11.6g} {getattr(s, m) / bounds[m]:>7.3f}" if m in bounds
                         else f"{getattr(s, m):>11.6g}" for m in cols)
         mark = "  <- chosen" if s is chosen else ""
+        cut = f" ({s.truncated} cut)" if s.truncated else ""
         lines.append(f"{s.steps:>8} {figs} {rule.worst_ratio(s):>7.3f} {f'{s.finished}/{s.jobs}':>9}  "
-                     f"{'yes' if rule.eligible(s) else 'no':<8}{mark}")
+                     f"{'yes' if rule.eligible(s) else 'no':<8}{mark}{cut}")
     return "\n".join(lines)
 
 
@@ -324,11 +341,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--objective", required=True, choices=OBJECTIVES, help="minimised among the eligible")
     ap.add_argument("--out", type=Path, help="write the chosen policy here (a model.zip for agent_path); "
                                              "without it, only print the candidates")
-    ap.add_argument("--also", action="append", default=[], metavar="NAME",
-                    help="select across selection.json and RUN_DIR/selection_NAME.json (agents.rescore; repeatable)")
+    sets = ap.add_mutually_exclusive_group()
+    sets.add_argument("--also", action="append", default=[], metavar="NAME",
+                      help="select across selection.json and RUN_DIR/selection_NAME.json (agents.rescore; repeatable)")
+    sets.add_argument("--only", metavar="NAME",
+                      help="select on RUN_DIR/selection_NAME.json alone (agents.rescore plays each episode to its "
+                           "end, as gpusched-bench does: no select.max_steps cut)")
     a = ap.parse_args(argv)
     try:
-        names: list[str | None] = [None, *a.also]
+        names: list[str | None] = [a.only] if a.only else [None, *a.also]
         histories = [load_history(a.run_dir, n) for n in names]
         steps = select_across(histories, a.objective)
         chosen = next(s for s in histories[0][1] if s.steps == steps)

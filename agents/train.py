@@ -344,7 +344,8 @@ def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario
     seeds = [int(s) for s in sc.run_seeds]
     if not seeds:
         raise ConfigError("select.run_seeds must name at least one run seed")
-    freq, max_steps = (_int_at_least(sc[key], f"select.{key}", 1) for key in ("freq", "max_steps"))
+    freq = _int_at_least(sc.freq, "select.freq", 1)
+    max_steps = None if sc.max_steps is None else _int_at_least(sc.max_steps, "select.max_steps", 1)
     slack = float(sc.slack)
     if slack < 0:
         raise ConfigError(f"select.slack must be >= 0, got {slack}")

@@ -77,6 +77,26 @@ def test_worst_ratio_objective_keeps_the_widest_margin_on_the_tightest_bound():
         Rule({}, "makespan_s")
 
 
+def test_an_episode_cut_at_max_steps_is_counted_and_marked():
+    from agents.selection import format_history
+
+    scn = load_scenario(SCN)
+
+    def first_valid(obs: np.ndarray, mask: np.ndarray) -> int:
+        return int(np.flatnonzero(mask)[0])
+
+    full = score_runs(0, play(gym.make("gpusched/Cluster-v1", scenario=scn, options=["packed"]), first_valid,
+                              [(0, 5), (0, 6)]))
+    cut = score_runs(1, play(gym.make("gpusched/Cluster-v1", scenario=scn, options=["packed"], max_steps=5),
+                             first_valid, [(0, 5), (0, 6)]))
+    assert full.truncated == 0 and full.all_finished
+    assert cut.truncated == 2 and cut.jobs == full.jobs and cut.finished < full.finished
+    rule = Rule({})
+    assert rule.best([full, cut]) is full
+    lines = format_history({}, [full, cut], rule, full).splitlines()
+    assert lines[2].endswith("<- chosen") and lines[3].endswith(" 7/80  no       (2 cut)")
+
+
 def test_heuristic_scores_are_the_bench_metrics_averaged():
     scn = load_scenario(SCN)
     episodes = [(0, 5), (0, 6)]
@@ -245,9 +265,35 @@ def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_pa
     printed = capsys.readouterr().out
     assert "== selection.json" in printed and "== selection_heavy.json" in printed
     assert printed.count("<- chosen") == 2 and f"(the candidate at {want} steps)" in printed
+    main([str(tmp_path), "--objective", "worst_ratio", "--only", "heavy"])  # the heavy set alone
+    printed = capsys.readouterr().out
+    assert "== " not in printed and printed.count("<- chosen") == 1
+    alone = Rule(heavy[0], "worst_ratio").best(heavy[1]).steps
+    assert next(x for x in printed.splitlines() if "<- chosen" in x).split()[0] == str(alone)
     with pytest.raises(SystemExit) as e:
         main([str(tmp_path), "--objective", "worst_ratio", "--also", "nope"])
     assert e.value.code == 2 and f"python -m agents.rescore {tmp_path} --name nope writes it" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         rescore_main([str(tmp_path), "--name", "bad/name"])
     assert e.value.code == 2 and "--name: letters, digits, '_' or '-' only" in capsys.readouterr().err
+
+
+def test_run_setup_reads_null_workloads_as_every_workload_and_names_a_bad_file(tmp_path):
+    import yaml
+
+    from agents.rescore import read_setup
+
+    cfg = {"scenario": {"name": "synthetic_philly"}, "env": {"workloads": None},
+           "select": {"workloads": None, "run_seeds": [100000, 100001], "avg_bound": "srtf", "p99_bound": None,
+                      "run_bound": None, "slack": 0.05, "objective": "avg_jct_s"}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    setup = read_setup(tmp_path)
+    assert setup.workloads is None and setup.run_seeds == [100000, 100001]
+    assert setup.bounds == {"avg_jct_s": "srtf"} and setup.slack == 0.05
+    cfg["env"]["workloads"] = [2, 3]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert read_setup(tmp_path).workloads == [2, 3]
+    del cfg["select"]["run_seeds"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError, match="config.yaml: not a training config with select.* .KeyError: 'run_seeds'"):
+        read_setup(tmp_path)
