@@ -330,7 +330,6 @@ def format_history(bounds: dict[str, float], scores: list[Score], rule: Rule, ch
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
-    import sys
 
     from gpusched_env.config_util import ConfigError
 

@@ -140,7 +140,6 @@ def summarise(policy: str, runs: list[list[JobSplit]]) -> Headroom:
                     mean("extra_on_gpus"), mean("later_wait"), by, counts, parts)  # type: ignore[arg-type]
 
 
-
 def measure(
     scn: Scenario, policy: str, seeds: Sequence[int], workloads: Sequence[int], agent_path: str | None = None
 ) -> Headroom:
