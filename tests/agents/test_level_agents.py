@@ -157,6 +157,7 @@ def test_masked_mode_is_maskable_ppo_predict(make):
 
     torch.manual_seed(0)
     env = make()
+    env.observation_space.seed(0)  # the same observations every run (unseeded, a rare near-tie of two logits flaked)
     model = MaskablePPO("MlpPolicy", env, n_steps=16, batch_size=16, seed=1, device="cpu", policy_kwargs={"net_arch": [16]})
     rng = np.random.default_rng(0)
     for _ in range(50):
