@@ -1,7 +1,7 @@
 """Heuristic scheduling policies and their name -> factory registry.
 
 ``get_policy(name, **params)`` builds a policy (:class:`gpusched_env.policy.Policy`). Names are fixed
-by CONTRACT.md. Unknown names and unknown parameters raise :class:`ValueError` naming them.
+by docs/NAMES.md. Unknown names and unknown parameters raise :class:`ValueError` naming them.
 Policies that draw random numbers (``random_sticky``, ``random_nonsticky``) need
 ``rng=numpy.random.Generator`` from the caller (a child of the run's ``SeedSequence``).
 

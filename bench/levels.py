@@ -24,7 +24,7 @@ LEVEL_TABLE_COLUMNS = 7  # default printed columns (results.json and .csv have e
 HEADLINE = ("hp_p99_ratio", "hp_p99_ms", "be_norm_throughput", "be_norm_throughput_measured", "be_norm_error",
             "hp_p99_in_range", "system_throughput", "throughput_jobs_s", "hp_deadline_miss_rate",
             "lp_deadline_miss_rate", "iteration_time_ms", "throughput_samples_s")
-"""Metrics shown first where a run has them (CONTRACT.md's device and pipeline names)."""
+"""Metrics shown first where a run has them (docs/NAMES.md's device and pipeline names)."""
 
 
 def default_columns(metrics: list[str]) -> list[str]:

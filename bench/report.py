@@ -64,7 +64,7 @@ def _clean(obj: Any) -> Any:
 def results_document(
     scenario: str, seeds: list[int], policies: dict[str, Any], paper: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
-    """The results.json document (schema: CONTRACT.md). ``paper`` holds the first claim; every claim
+    """The results.json document (schema: docs/NAMES.md). ``paper`` holds the first claim; every claim
     is listed under ``paper.claims``."""
     doc: dict[str, Any] = {"scenario": scenario, "seeds": list(seeds), "policies": policies}
     if paper:

@@ -1,6 +1,6 @@
 """Where the shared data folder lives, and the manifest of its public files.
 
-Lookup order (CONTRACT.md): ``$GPUSCHED_DATA`` if set, else ``<repo root>/../shared/data``, else the
+Lookup order (docs/NAMES.md): ``$GPUSCHED_DATA`` if set, else ``<repo root>/../shared/data``, else the
 user cache ``~/.cache/gpusched/data`` (filled by ``gpusched-data download``). The manifest below holds
 the facts of the data folder's MANIFEST.csv (origin, size, SHA-256, licence of every file), so the
 download command needs nothing but this module.

@@ -1,4 +1,4 @@
-"""Run results and the metrics every backend reports (definitions in README, "Metrics")."""
+"""Run results and the metrics every backend reports (definitions in docs/CLUSTER.md, "Metrics")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Static cluster layout: GPU types, nodes, racks and the links between GPUs.
 
-Link figures are datasheet facts or documented choices (see ``LinkSpec`` defaults and README).
+Link figures are datasheet facts or documented choices (see ``LinkSpec`` defaults and docs/CLUSTER.md).
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ def test_override_helper_on_a_plain_dataclass() -> None:
 
 
 def test_pal_philly_lf_override_equals_the_pal_locality_workload(tmp_path, capsys, monkeypatch) -> None:
-    """CONTRACT.md: pal_philly keeps ``workloads=[I]`` and ``scenario.model.locality.lf=X``; workload-6 at
+    """docs/NAMES.md: pal_philly keeps ``workloads=[I]`` and ``scenario.model.locality.lf=X``; workload-6 at
     lf 2.5 there is pal_locality's lf-2.5 workload (same jobs, same penalty, same PAL plan), run twice
     with identical results (determinism)."""
     import json

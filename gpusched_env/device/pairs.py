@@ -139,7 +139,7 @@ def run_pair(setup: PairSetup, mechanism: str, seed: int, params: dict | None = 
 
 def pair_metrics(stats: list[RunStats], hp_solo: RunStats, be_solo: RunStats, gpu: DeviceGpu,
                  exclusive: bool, slo: bool = False) -> tuple[dict[str, float], dict[str, list[float]]]:
-    """Device metrics (CONTRACT.md names) of a shared run against the standalone runs."""
+    """Device metrics (docs/NAMES.md names) of a shared run against the standalone runs."""
     hp = next(c for s in stats for c in s.clients if c.role == "hp")
     be = next(c for s in stats for c in s.clients if c.role == "be")
     hps, bes = hp_solo.client("hp"), be_solo.client("be")
