@@ -85,7 +85,8 @@ def scenario_with(name: str, overrides: list[str]) -> Any:
 
 def play_candidate(policy_file: Path, scn: Any, episodes: list[tuple[int, int]]) -> list[Any]:
     """A saved policy on each (workload, run seed), as gpusched-bench runs the policy ``agent``."""
-    from bench.runner import make_policy, simulate
+    from agents.policies import make_policy
+    from gpusched_env.cluster.build import simulate
 
     return [simulate(scn, make_policy("agent", scn, s, str(policy_file), workload=w), s, w)[1] for w, s in episodes]
 

@@ -38,7 +38,6 @@ episodes, the trainer warns, and ``format_history`` marks them.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from gpusched_env.atomic import atomic_path
 from gpusched_env.metrics import compute_metrics
 
 METRICS = ("avg_jct_s", "p99_jct_s", "avg_run_s", "energy_kwh")  # what a rule may bound or minimise
@@ -78,7 +78,7 @@ class Score:
 def score_runs(steps: int, results: list[Any], eval_s: float = 0.0) -> Score:
     """A :class:`Score` from the episodes' ``RunResult`` objects (each metric as ``gpusched-bench``
     computes it, averaged over episodes)."""
-    from bench.runner import with_run_time
+    from gpusched_env.cluster.build import with_run_time
 
     ms = [with_run_time(compute_metrics(r), r) for r in results]
     mean = {m: float(np.mean([x.get(m, float("nan")) for x in ms])) for m in METRICS}
@@ -142,15 +142,15 @@ def play(env: Any, act: Callable[[np.ndarray, np.ndarray], int], episodes: list[
 def heuristic_results(scn: Any, name: str, episodes: list[tuple[int, int]]) -> list[Any]:
     """Heuristic ``name`` (the scenario's parameters) on each (workload, run_seed), exactly as
     ``gpusched-bench`` runs it; the results."""
-    from bench.runner import make_policy, simulate
+    from agents.policies import make_policy
+    from gpusched_env.cluster.build import simulate
 
     return [simulate(scn, make_policy(name, scn, s, workload=w), s, w)[1] for w, s in episodes]
 
 
 def _atomic_save(model: Any, path: Path) -> None:
-    tmp = path.with_name(path.stem + ".tmp.zip")
-    model.save(str(tmp))
-    os.replace(tmp, path)
+    with atomic_path(path, suffix=".zip") as tmp:
+        model.save(str(tmp))
 
 
 def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, refs: dict[str, Score], freq: int,
@@ -204,7 +204,7 @@ def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, re
 def write_history(path: Path, scores: list[Score], chosen: Score, rule: Rule, refs: dict[str, Score],
                   episodes: list[tuple[int, int]]) -> None:
     """``selection.json`` (atomically): the rule, the references' scores, every candidate, the choice."""
-    from bench.report import write_json_atomic
+    from gpusched_env.atomic import write_json_atomic
 
     write_json_atomic(path, {"objective": rule.objective, "bounds": rule.bounds, "episodes": [list(e) for e in episodes],
                              "references": {name: asdict(s) for name, s in refs.items()}, "chosen_steps": chosen.steps,
@@ -301,15 +301,13 @@ def write_candidate(run_dir: Path, chosen: Score, out: Path) -> None:
 
     src = candidate_file(run_dir, chosen.steps)
     meta = dict(read_meta(run_dir / "model.zip"), num_timesteps=chosen.steps)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.zip")
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
-        for item in zin.infolist():
-            if item.filename != META_MEMBER:
-                with zin.open(item) as fin, zout.open(item, "w") as fout:
-                    shutil.copyfileobj(fin, fout)
-    write_meta(tmp, meta)
-    os.replace(tmp, out)
+    with atomic_path(out, suffix=".zip") as tmp:
+        with zipfile.ZipFile(src) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
+            for item in zin.infolist():
+                if item.filename != META_MEMBER:
+                    with zin.open(item) as fin, zout.open(item, "w") as fout:
+                        shutil.copyfileobj(fin, fout)
+        write_meta(tmp, meta)
 
 
 def format_history(bounds: dict[str, float], scores: list[Score], rule: Rule, chosen: Score) -> str:
