@@ -26,7 +26,7 @@ policy was kept (``checkpoint_freq`` equal to ``select.freq``):
 
     python -m agents.selection runs/x --objective worst_ratio --out runs/x/margin_model.zip
 
-and across validation sets, with one scored later by :mod:`agents.rescore` (``--also NAME``:
+and across validation sets, with one scored later by :mod:`studies.rescore` (``--also NAME``:
 :func:`select_across`), or on such a set alone (``--only NAME``).
 
 A validation episode cut at ``select.max_steps`` counts its unfinished jobs as unfinished, so a
@@ -213,7 +213,7 @@ def write_history(path: Path, scores: list[Score], chosen: Score, rule: Rule, re
 
 # ------------------------------------------------------------------------------ re-selection (CLI)
 def history_path(run_dir: Path, name: str | None = None) -> Path:
-    """``selection.json`` (the training's validation set) or ``selection_NAME.json`` (:mod:`agents.rescore`)."""
+    """``selection.json`` (the training's validation set) or ``selection_NAME.json`` (:mod:`studies.rescore`)."""
     return run_dir / ("selection.json" if name is None else f"selection_{name}.json")
 
 
@@ -230,7 +230,7 @@ def load_history(run_dir: Path, name: str | None = None) -> tuple[dict[str, floa
         scores = [Score(**{k: v for k, v in c.items() if k in fields}) for c in doc["candidates"]]
     except OSError as e:
         hint = ("a run trained with select.enabled=true writes it" if name is None else
-                f"python -m agents.rescore {run_dir} --name {name} writes it")
+                f"python -m studies.rescore {run_dir} --name {name} writes it")
         raise ConfigError(f"{path}: cannot read it ({e.strerror}); {hint}") from None
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
         raise ConfigError(f"{path}: not a selection history ({type(e).__name__}: {e})") from None
@@ -340,9 +340,9 @@ def main(argv: list[str] | None = None) -> None:
                                              "without it, only print the candidates")
     sets = ap.add_mutually_exclusive_group()
     sets.add_argument("--also", action="append", default=[], metavar="NAME",
-                      help="select across selection.json and RUN_DIR/selection_NAME.json (agents.rescore; repeatable)")
+                      help="select across selection.json and RUN_DIR/selection_NAME.json (studies.rescore; repeatable)")
     sets.add_argument("--only", metavar="NAME",
-                      help="select on RUN_DIR/selection_NAME.json alone (agents.rescore plays each episode to its "
+                      help="select on RUN_DIR/selection_NAME.json alone (studies.rescore plays each episode to its "
                            "end, as gpusched-bench does: no select.max_steps cut)")
     a = ap.parse_args(argv)
     try:

@@ -8,7 +8,7 @@ This tool plays every candidate of a run (each kept policy, ``checkpoint_freq`` 
 overrides, other run seeds — and writes ``RUN_DIR/selection_NAME.json`` (``selection.json``'s
 format); ``python -m agents.selection RUN_DIR --also NAME`` then selects across both sets:
 
-    python -m agents.rescore runs/x --name contended --override scenario.cluster.nodes.0.gpus_per_node=3
+    python -m studies.rescore runs/x --name contended --override scenario.cluster.nodes.0.gpus_per_node=3
     python -m agents.selection runs/x --objective worst_ratio --also contended --out runs/x/model_both.zip
 
 Episodes are played as ``gpusched-bench`` plays the policy ``agent`` (the same figures), one
@@ -77,8 +77,8 @@ def read_setup(run_dir: Path) -> RunSetup:
 
 def scenario_with(name: str, overrides: list[str]) -> Any:
     """Scenario ``name`` with Hydra-style overrides (``scenario.KEY=VALUE``), composed as gpusched-bench does."""
-    from agents.robustness import Variant, compose
     from bench.cli import scenario_from_cfg
+    from studies.robustness import Variant, compose
 
     return scenario_from_cfg(compose(Variant("rescore", (f"scenario={name}", *overrides)), []))
 
@@ -119,7 +119,7 @@ def rescore(run_dir: Path, name: str, overrides: list[str], run_seeds: list[int]
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m agents.rescore", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m studies.rescore", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Then: python -m agents.selection RUN_DIR --objective OBJ --also NAME")
     ap.add_argument("run_dirs", type=Path, nargs="+", help="gpusched-train folders (select.enabled=true, "
