@@ -42,10 +42,12 @@ def test_env_reset_builds_only_the_episode_workload(monkeypatch):
     calls: list[str] = []
     real = pal.load_pal_workload
     monkeypatch.setattr(pal, "load_pal_workload", lambda path, **kw: calls.append(str(path)) or real(path, **kw))
+    build._pal_trace.cache_clear()
     env = gym.make("gpusched/Cluster-v0", scenario="pal_philly")
     env.reset(seed=0, options={"workload": 5, "run_seed": 3})
     assert [p.rsplit("/", 1)[1] for p in calls] == ["workload-6.csv"]
     env.reset(seed=1, options={"workload": 5, "run_seed": 3})  # cached: nothing rebuilt
+    env.reset(seed=1, options={"workload": 5, "run_seed": 4})  # another run seed: the trace is read once
     assert len(calls) == 1
     name, jobs, _ = build_simulator(env.unwrapped.scn, 3, 5, cache=env.unwrapped._workloads)
     assert (name, len(calls)) == ("workload-6", 1)

@@ -8,6 +8,7 @@ same runs. Built workloads are kept in a :class:`WorkloadCache` (jobs are frozen
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 
 import numpy as np
@@ -34,7 +35,7 @@ def build_workload(scn: Scenario, seed: int, index: int, topo: Topology | None =
     w = scn.workload
     if w.kind != "pal" or len(w.paths) == 1:
         return build_workloads(scn, seed, topo)[index]
-    from gpusched_env.workload.pal import background_gaps, load_pal_workload, with_background
+    from gpusched_env.workload.pal import background_gaps, with_background
 
     rng = run_rngs(seed)["workload"]
     target = w.paths[index]
@@ -43,12 +44,20 @@ def build_workload(scn: Scenario, seed: int, index: int, topo: Topology | None =
             break
         if w.background_jobs:
             background_gaps(rng, w.background_jobs, w.background_rate_per_hour)
-    jobs = load_pal_workload(data_path(target), strict=w.strict, max_gpus=w.max_gpus or topo.n_gpus).jobs
+    jobs = list(_pal_trace(str(data_path(target)), w.strict, w.max_gpus or topo.n_gpus))
     if w.background_jobs:
         jobs = jobs + with_background(jobs, rng=rng, n_background=w.background_jobs,
                                       rate_per_hour=w.background_rate_per_hour)
     check_jobs(jobs, topo, scn.cluster.max_jobs_per_gpu, str(data_path(target)))
     return scn.workload_names[index], jobs
+
+
+@functools.lru_cache(maxsize=16)
+def _pal_trace(path: str, strict: bool, max_gpus: int) -> tuple[Job, ...]:
+    """A PAL trace file's jobs, read once per process (they do not depend on the run seed)."""
+    from gpusched_env.workload.pal import load_pal_workload
+
+    return tuple(load_pal_workload(path, strict=strict, max_gpus=max_gpus).jobs)
 
 
 def scenario_key(scn: Scenario) -> tuple[str, str, str]:
@@ -64,6 +73,7 @@ class WorkloadCache:
         self.scn = scn
         self.topo = topo or scn.cluster.topology()
         self.size = max(1, int(size))
+        self.names = scn.workload_names
         self._built: OrderedDict[tuple[int, int], list[Job]] = OrderedDict()
 
     def get(self, seed: int, index: int) -> Workload:
@@ -78,11 +88,11 @@ class WorkloadCache:
                 self._built.popitem(last=False)
         else:
             self._built.move_to_end(key)
-        return self.scn.workload_names[index], jobs
+        return self.names[index], jobs
 
     def all(self, seed: int) -> list[Workload]:
         """Every workload of the scenario under ``seed`` (as :func:`~gpusched_env.scenario.build_workloads`)."""
-        return [self.get(seed, i) for i in range(len(self.scn.workload_names))]
+        return [self.get(seed, i) for i in range(len(self.names))]
 
 
 _SHARED: OrderedDict[tuple[str, str, str], WorkloadCache] = OrderedDict()
