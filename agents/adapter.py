@@ -111,7 +111,7 @@ def env_args(meta: dict[str, Any]) -> dict[str, Any]:
     classes = [ClusterEnv, ClusterV1Env] if str(meta.get("env_id", ENV_V0)) == ENV_V1 else [ClusterEnv]
     defaults: dict[str, Any] = {}
     for cls in classes:
-        for name, p in inspect.signature(cls.__init__).parameters.items():
+        for name, p in inspect.signature(cls).parameters.items():
             if p.default is not inspect.Parameter.empty:
                 defaults[name] = p.default
     stored = {k: v for k, v in dict(meta.get("env", {})).items() if v is not None}
