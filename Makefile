@@ -27,7 +27,7 @@ bench: $(STAMP)
 	$(BIN)/gpusched-bench scenario=synthetic_philly
 
 lint: $(STAMP)
-	$(BIN)/ruff check gpusched_env baselines bench agents real tests
+	$(BIN)/ruff check gpusched_env baselines bench agents real studies tests
 	$(BIN)/mypy
 
 test: lint

@@ -14,6 +14,7 @@ says which env and whether the model saw job lengths (``clairvoyant``).
 
 from __future__ import annotations
 
+import inspect
 import json
 import zipfile
 from pathlib import Path
@@ -24,7 +25,7 @@ import numpy as np
 from gpusched_env.config_util import ConfigError
 from gpusched_env.envs.cluster_v1 import RoundClock
 from gpusched_env.envs.observe import DecisionBuilder, JobCache, obs_size
-from gpusched_env.envs.options import OPTION_NAMES, OptionSet, pal_params
+from gpusched_env.envs.options import OptionSet, pal_params
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Decision
@@ -101,6 +102,22 @@ def predict(model: Any, obs: np.ndarray, mask: np.ndarray, masked: bool) -> int:
     return int(a)
 
 
+def env_args(meta: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of the env a model was trained on: those stored in ``model.zip`` (``env``), and
+    for every one not stored (or stored as null) the env's own default, read from its signature
+    (Cluster-v1's defaults over Cluster-v0's), so no default is restated here."""
+    from gpusched_env.envs import ClusterEnv, ClusterV1Env
+
+    classes = [ClusterEnv, ClusterV1Env] if str(meta.get("env_id", ENV_V0)) == ENV_V1 else [ClusterEnv]
+    defaults: dict[str, Any] = {}
+    for cls in classes:
+        for name, p in inspect.signature(cls).parameters.items():
+            if p.default is not inspect.Parameter.empty:
+                defaults[name] = p.default
+    stored = {k: v for k, v in dict(meta.get("env", {})).items() if v is not None}
+    return {**defaults, **stored}
+
+
 class _ModelPolicy:
     """What every cluster-level model policy holds: the model, its algorithm and its round length."""
 
@@ -127,12 +144,11 @@ class AgentPolicy(_ModelPolicy):
 
     def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
         super().__init__(model, meta, scn)
-        env = dict(meta.get("env", {}))
-        self.k = int(env.get("queue_slots", 16))
-        self.fifo_slots = int(env.get("fifo_slots", 8))
-        self.max_actions = int(env.get("max_actions_per_decision", 64))
-        pal = env.get("pal")
-        self.options = OptionSet(tuple(env.get("options", OPTION_NAMES)), pal_params(scn, pal, workload))
+        env = env_args(meta)
+        self.k = int(env["queue_slots"])
+        self.fifo_slots = int(env["fifo_slots"])
+        self.max_actions = int(env["max_actions_per_decision"])
+        self.options = OptionSet(tuple(env["options"]), pal_params(scn, env["pal"], workload))
 
     def decide(self, view: ClusterView) -> list[Decision]:
         self._tick()
@@ -151,15 +167,14 @@ class PreemptAgentPolicy(_ModelPolicy):
 
     def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
         super().__init__(model, meta, scn)
-        env = dict(meta.get("env", {}))
-        self.k = int(env.get("queue_slots") or 12)
-        fifo = env.get("fifo_slots")
-        self.fifo_slots = 4 if fifo is None else int(fifo)
-        self.r = int(env.get("running_slots") or 8)
-        self.clairvoyant = bool(env.get("clairvoyant", False))
-        self.migrations = bool(env.get("migrations", True))
-        self.max_actions = int(env.get("max_actions_per_decision") or 128)
-        self.options = OptionSet(tuple(env.get("options") or OPTION_NAMES), pal_params(scn, env.get("pal"), workload))
+        env = env_args(meta)
+        self.k = int(env["queue_slots"])
+        self.fifo_slots = int(env["fifo_slots"])
+        self.r = int(env["running_slots"])
+        self.clairvoyant = bool(env["clairvoyant"])
+        self.migrations = bool(env["migrations"])
+        self.max_actions = int(env["max_actions_per_decision"])
+        self.options = OptionSet(tuple(env["options"]), pal_params(scn, env["pal"], workload))
         self.clock = RoundClock(self.round_s)
 
     def decide(self, view: ClusterView) -> list[Decision]:
@@ -180,10 +195,9 @@ def describe_agent(path: str | Path) -> dict[str, Any]:
     """What results should say about a trained model: its file, env id, whether it was clairvoyant
     (saw job lengths), algorithm, scenario, training seed and steps."""
     meta = read_meta(path)
-    env = dict(meta.get("env", {}))
     env_id = str(meta.get("env_id", ENV_V0))
     # a v0 model's window is ordered by work estimate and shows it: it is clairvoyant
-    clair = bool(env.get("clairvoyant", False)) if env_id == ENV_V1 else True
+    clair = bool(env_args(meta)["clairvoyant"]) if env_id == ENV_V1 else True
     return {"path": str(path), "env_id": env_id, "clairvoyant": clair, "algo": meta.get("algo"),
             "scenario": meta.get("scenario"), "seed": meta.get("seed"), "num_timesteps": meta.get("num_timesteps"),
             "bc_teacher": meta.get("bc_teacher")}

@@ -238,6 +238,6 @@ def accuracy(policy: Any, data: dict[str, np.ndarray], masked: bool) -> float:
 def make_teacher(name: str, scn: Any, run_seed: int) -> Any:
     """Heuristic ``name`` with the scenario's parameters and the run's policy RNG, passing only
     the parameters the policy accepts (``rng``, ``round_s`` where it takes them)."""
-    from bench.runner import make_policy
+    from agents.policies import make_policy
 
     return make_policy(name, scn, run_seed)

@@ -3,7 +3,7 @@ pipeline (``gpusched/Pipeline-v0``).
 
 Training side (``gpusched-train``): :func:`check_env_level` refuses a cluster env with a device or
 pipeline scenario, or the reverse, before anything is written (the scenario itself is loaded by
-:func:`bench.levels.load_level_scenario`, as the bench loads it).
+:func:`gpusched_env.levels.load_level_scenario`, as the bench loads it).
 
 Bench side (``gpusched-bench ... policies=[...,agent] agent_path=FILE``): :func:`load_level_agent`
 checks that a ``model.zip`` was trained on this level's env and this scenario (a ConfigError naming
@@ -37,7 +37,7 @@ def env_level(eid: str) -> str:
 
 def check_env_level(raw: dict[str, Any], eid: str) -> str:
     """The scenario's level, if ``eid`` trains on it; else a one-line ConfigError naming both."""
-    from bench.levels import level_of
+    from gpusched_env.levels import level_of
 
     have, want = level_of(raw), env_level(eid)
     if have != want:

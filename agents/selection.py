@@ -26,7 +26,7 @@ policy was kept (``checkpoint_freq`` equal to ``select.freq``):
 
     python -m agents.selection runs/x --objective worst_ratio --out runs/x/margin_model.zip
 
-and across validation sets, with one scored later by :mod:`agents.rescore` (``--also NAME``:
+and across validation sets, with one scored later by :mod:`studies.rescore` (``--also NAME``:
 :func:`select_across`), or on such a set alone (``--only NAME``).
 
 A validation episode cut at ``select.max_steps`` counts its unfinished jobs as unfinished, so a
@@ -38,7 +38,6 @@ episodes, the trainer warns, and ``format_history`` marks them.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -48,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from gpusched_env.atomic import atomic_path
 from gpusched_env.metrics import compute_metrics
 
 METRICS = ("avg_jct_s", "p99_jct_s", "avg_run_s", "energy_kwh")  # what a rule may bound or minimise
@@ -78,7 +78,7 @@ class Score:
 def score_runs(steps: int, results: list[Any], eval_s: float = 0.0) -> Score:
     """A :class:`Score` from the episodes' ``RunResult`` objects (each metric as ``gpusched-bench``
     computes it, averaged over episodes)."""
-    from bench.runner import with_run_time
+    from gpusched_env.cluster.build import with_run_time
 
     ms = [with_run_time(compute_metrics(r), r) for r in results]
     mean = {m: float(np.mean([x.get(m, float("nan")) for x in ms])) for m in METRICS}
@@ -142,15 +142,15 @@ def play(env: Any, act: Callable[[np.ndarray, np.ndarray], int], episodes: list[
 def heuristic_results(scn: Any, name: str, episodes: list[tuple[int, int]]) -> list[Any]:
     """Heuristic ``name`` (the scenario's parameters) on each (workload, run_seed), exactly as
     ``gpusched-bench`` runs it; the results."""
-    from bench.runner import make_policy, simulate
+    from agents.policies import make_policy
+    from gpusched_env.cluster.build import simulate
 
     return [simulate(scn, make_policy(name, scn, s, workload=w), s, w)[1] for w, s in episodes]
 
 
 def _atomic_save(model: Any, path: Path) -> None:
-    tmp = path.with_name(path.stem + ".tmp.zip")
-    model.save(str(tmp))
-    os.replace(tmp, path)
+    with atomic_path(path, suffix=".zip") as tmp:
+        model.save(str(tmp))
 
 
 def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, refs: dict[str, Score], freq: int,
@@ -204,7 +204,7 @@ def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, re
 def write_history(path: Path, scores: list[Score], chosen: Score, rule: Rule, refs: dict[str, Score],
                   episodes: list[tuple[int, int]]) -> None:
     """``selection.json`` (atomically): the rule, the references' scores, every candidate, the choice."""
-    from bench.report import write_json_atomic
+    from gpusched_env.atomic import write_json_atomic
 
     write_json_atomic(path, {"objective": rule.objective, "bounds": rule.bounds, "episodes": [list(e) for e in episodes],
                              "references": {name: asdict(s) for name, s in refs.items()}, "chosen_steps": chosen.steps,
@@ -213,7 +213,7 @@ def write_history(path: Path, scores: list[Score], chosen: Score, rule: Rule, re
 
 # ------------------------------------------------------------------------------ re-selection (CLI)
 def history_path(run_dir: Path, name: str | None = None) -> Path:
-    """``selection.json`` (the training's validation set) or ``selection_NAME.json`` (:mod:`agents.rescore`)."""
+    """``selection.json`` (the training's validation set) or ``selection_NAME.json`` (:mod:`studies.rescore`)."""
     return run_dir / ("selection.json" if name is None else f"selection_{name}.json")
 
 
@@ -230,7 +230,7 @@ def load_history(run_dir: Path, name: str | None = None) -> tuple[dict[str, floa
         scores = [Score(**{k: v for k, v in c.items() if k in fields}) for c in doc["candidates"]]
     except OSError as e:
         hint = ("a run trained with select.enabled=true writes it" if name is None else
-                f"python -m agents.rescore {run_dir} --name {name} writes it")
+                f"python -m studies.rescore {run_dir} --name {name} writes it")
         raise ConfigError(f"{path}: cannot read it ({e.strerror}); {hint}") from None
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
         raise ConfigError(f"{path}: not a selection history ({type(e).__name__}: {e})") from None
@@ -301,15 +301,13 @@ def write_candidate(run_dir: Path, chosen: Score, out: Path) -> None:
 
     src = candidate_file(run_dir, chosen.steps)
     meta = dict(read_meta(run_dir / "model.zip"), num_timesteps=chosen.steps)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.stem + ".tmp.zip")
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
-        for item in zin.infolist():
-            if item.filename != META_MEMBER:
-                with zin.open(item) as fin, zout.open(item, "w") as fout:
-                    shutil.copyfileobj(fin, fout)
-    write_meta(tmp, meta)
-    os.replace(tmp, out)
+    with atomic_path(out, suffix=".zip") as tmp:
+        with zipfile.ZipFile(src) as zin, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zout:
+            for item in zin.infolist():
+                if item.filename != META_MEMBER:
+                    with zin.open(item) as fin, zout.open(item, "w") as fout:
+                        shutil.copyfileobj(fin, fout)
+        write_meta(tmp, meta)
 
 
 def format_history(bounds: dict[str, float], scores: list[Score], rule: Rule, chosen: Score) -> str:
@@ -342,9 +340,9 @@ def main(argv: list[str] | None = None) -> None:
                                              "without it, only print the candidates")
     sets = ap.add_mutually_exclusive_group()
     sets.add_argument("--also", action="append", default=[], metavar="NAME",
-                      help="select across selection.json and RUN_DIR/selection_NAME.json (agents.rescore; repeatable)")
+                      help="select across selection.json and RUN_DIR/selection_NAME.json (studies.rescore; repeatable)")
     sets.add_argument("--only", metavar="NAME",
-                      help="select on RUN_DIR/selection_NAME.json alone (agents.rescore plays each episode to its "
+                      help="select on RUN_DIR/selection_NAME.json alone (studies.rescore plays each episode to its "
                            "end, as gpusched-bench does: no select.max_steps cut)")
     a = ap.parse_args(argv)
     try:

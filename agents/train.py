@@ -49,10 +49,10 @@ def scenario_of(cfg: DictConfig) -> Scenario:
 
 def scenario_for(cfg: DictConfig, eid: str) -> Scenario | LevelScenario:
     """The scenario trained on, loaded as its ``level`` says (cluster: :func:`scenario_of`; device,
-    pipeline: :func:`bench.levels.load_level_scenario`); a scenario of another level than the env's
+    pipeline: :func:`gpusched_env.levels.load_level_scenario`); a scenario of another level than the env's
     is a one-line ConfigError naming both."""
     from agents.levels import check_env_level
-    from bench.levels import load_level_scenario
+    from gpusched_env.levels import load_level_scenario
 
     raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
     if check_env_level(raw, eid) == "cluster":

@@ -7,7 +7,6 @@ scenario, run through the env on the same runs (:mod:`agents.levels`)."""
 
 from __future__ import annotations
 
-import importlib
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -18,7 +17,7 @@ from rich.console import Console
 from bench.report import print_report, results_csv, results_document, write_atomic, write_json_atomic
 from bench.runner import Task, TaskResult, aggregate, paper_values
 from gpusched_env.config_util import ConfigError
-from gpusched_env.levels import LEVELS, LevelBench, LevelRun, LevelScenario
+from gpusched_env.levels import LevelRun, LevelScenario, level_bench, level_of, load_level_scenario
 
 LEVEL_TABLE_COLUMNS = 7  # default printed columns (results.json and .csv have every metric)
 HEADLINE = ("hp_p99_ratio", "hp_p99_ms", "be_norm_throughput", "be_norm_throughput_measured", "be_norm_error",
@@ -31,26 +30,6 @@ def default_columns(metrics: list[str]) -> list[str]:
     """The headline metrics the run has, then its others, :data:`LEVEL_TABLE_COLUMNS` in all."""
     first = [m for m in HEADLINE if m in metrics]
     return (first + [m for m in metrics if m not in first])[:LEVEL_TABLE_COLUMNS]
-
-
-def level_of(raw: dict[str, Any]) -> str:
-    """The scenario's level (``cluster`` when the file does not say); an unknown one is an error."""
-    level = str(raw.get("level", "cluster"))
-    if level not in LEVELS:
-        raise ConfigError(f"scenario.level: {level!r} is not one of {', '.join(LEVELS)}")
-    return level
-
-
-def level_bench(level: str) -> LevelBench:
-    """The module ``gpusched_env.<level>.bench``."""
-    return importlib.import_module(f"gpusched_env.{level}.bench")  # type: ignore[return-value]
-
-
-def load_level_scenario(raw: dict[str, Any]) -> tuple[LevelBench, LevelScenario]:
-    level = level_of(raw)
-    lb = level_bench(level)
-    body = {k: v for k, v in raw.items() if k != "level"}
-    return lb, lb.load(body, str(raw.get("name", "")))
 
 
 AGENT = "agent"

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +13,11 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from gpusched_env.atomic import atomic_path
+from gpusched_env.atomic import write_atomic as write_atomic  # re-exported: the apps' writers
+from gpusched_env.atomic import write_json_atomic as write_json_atomic
 from gpusched_env.config_util import ConfigError
+from gpusched_env.metrics import results_document as results_document  # re-exported
 
 TABLE_METRICS = ["avg_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "energy_kwh",
                  "preemptions", "jobs_finished"]
@@ -27,49 +28,6 @@ def known_metrics() -> list[str]:
     from gpusched_env.metrics import RunResult, compute_metrics
 
     return sorted({*compute_metrics(RunResult([], 1, 0.0, 0.0, 0.0)), "avg_run_s", "deadline_miss_rate"})
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (never a half-written file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, _file_mode())  # mkstemp makes 0600; results are as readable as any other file
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    write_atomic(path, json.dumps(_clean(obj), indent=2) + "\n")
-
-
-def _clean(obj: Any) -> Any:
-    """NaN/inf are not JSON: write them as null."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
-def results_document(
-    scenario: str, seeds: list[int], policies: dict[str, Any], paper: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    """The results.json document (schema: docs/NAMES.md). ``paper`` holds the first claim; every claim
-    is listed under ``paper.claims``."""
-    doc: dict[str, Any] = {"scenario": scenario, "seeds": list(seeds), "policies": policies}
-    if paper:
-        doc["paper"] = {**paper[0], "claims": paper}
-    return doc
 
 
 def results_csv(doc: dict[str, Any]) -> str:
@@ -282,20 +240,6 @@ def timeline_figure(plt: Any, series: dict[str, tuple], n_gpus: int) -> Any:
     return fig
 
 
-def _file_mode() -> int:
-    """0666 less the process umask: the mode ``open()`` would give a new file."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def _save(fig: Any, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".png")
-    try:
-        os.fchmod(fd, _file_mode())
-        os.close(fd)
+    with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -11,14 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from gpusched_env.cluster.simulator import Simulator
+from agents.policies import make_policy
+from gpusched_env.cluster.build import Workload, shared_cache, simulate, with_run_time
 from gpusched_env.config_util import ConfigError
-from gpusched_env.invariants import InvariantChecker
-from gpusched_env.metrics import RunResult, compute_metrics
-from gpusched_env.policy import Policy, run_policy
-from gpusched_env.scenario import Scenario, build_workloads, run_rngs, sim_seed
+from gpusched_env.metrics import compute_metrics
+from gpusched_env.scenario import Scenario
 from gpusched_env.topology import Topology
-from gpusched_env.types import Job
 
 
 @dataclass(frozen=True)
@@ -39,68 +37,10 @@ class TaskResult:
     events_jobs: int = 0
 
 
-def make_policy(
-    name: str, scn: Scenario, seed: int, agent_path: str | None = None, *, workload: int = 0, **overrides: Any
-) -> Policy:
-    """A policy by registry name, with the scenario's parameters for it (``overrides`` win), the
-    scenario's round length, the run's policy RNG and the locality penalty of workload number
-    ``workload``'s model (:meth:`Scenario.model_for`) where the policy takes them."""
-    params = {**dict(scn.policies.get(name, {})), **overrides}
-    if name == "agent":
-        if not agent_path:
-            raise ConfigError("policies: policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")
-        from agents.adapter import load_agent_policy
-
-        return load_agent_policy(agent_path, scn, workload=workload, **params)
-    from baselines import get_policy, policy_params
-
-    accepted = policy_params(name)
-    if "rng" in accepted:
-        params.setdefault("rng", run_rngs(seed)["policy"])
-    rs = scn.round_for(name)
-    if "round_s" in accepted and rs is not None:
-        params.setdefault("round_s", rs)
-    locality = scn.model_for(workload).locality
-    if "lf" in accepted and locality.mode == "constant":
-        params.setdefault("lf", locality.lf)  # a policy plans with the penalty the model charges
-    return get_policy(name, **params)
-
-
-_WORKLOADS: dict[tuple[str, str, str, int], list[tuple[str, list[Job]]]] = {}
-_WORKLOADS_MAX = 8
-
-
-def cached_workloads(scn: Scenario, seed: int, topo: Topology) -> list[tuple[str, list[Job]]]:
-    """:func:`build_workloads`, remembered per (scenario name, workload and cluster config, seed) in
-    this process: a bench runs every policy on the same jobs, and building all of a scenario's
-    workloads (PAL: 8 x 2,160 jobs) costs more than some runs. Jobs are frozen, so sharing is safe."""
-    key = (scn.name, repr(scn.workload), repr(scn.cluster), seed)
-    hit = _WORKLOADS.get(key)
-    if hit is None:
-        if len(_WORKLOADS) >= _WORKLOADS_MAX:
-            _WORKLOADS.pop(next(iter(_WORKLOADS)))
-        hit = _WORKLOADS[key] = build_workloads(scn, seed, topo)
-    return hit
-
-
-def build_simulator(scn: Scenario, seed: int, workload: int = 0, check: bool = False) -> tuple[str, list[Job], Simulator]:
-    """The simulator of one (run seed, workload), not yet run: (workload name, its jobs, simulator)."""
-    topo = scn.cluster.topology()
-    name, jobs = cached_workloads(scn, seed, topo)[workload]
-    sim = Simulator(
-        topo, jobs, scn.model_for(workload), seed=sim_seed(seed), checker=InvariantChecker() if check else None,
-        max_jobs_per_gpu=scn.cluster.max_jobs_per_gpu,
-    )
-    return name, jobs, sim
-
-
-def simulate(
-    scn: Scenario, policy: Policy, seed: int, workload: int = 0, check: bool = False
-) -> tuple[str, RunResult]:
-    """One deterministic simulation; returns (workload name, result)."""
-    name, _, sim = build_simulator(scn, seed, workload, check)
-    run_policy(sim, policy)
-    return name, sim.result()
+def cached_workloads(scn: Scenario, seed: int, topo: Topology | None = None) -> list[Workload]:
+    """Every workload of ``seed`` through this process's cache (built before forking, workers inherit
+    them). ``topo`` is unused (the cache has the scenario's)."""
+    return shared_cache(scn).all(seed)
 
 
 def run_task(scn: Scenario, task: Task, agent_path: str | None, check: bool, keep_series: bool) -> TaskResult:
@@ -113,16 +53,6 @@ def run_task(scn: Scenario, task: Task, agent_path: str | None, check: bool, kee
         tl = _downsample(result.timeline.t, result.timeline.busy_gpus, result.timeline.power_w)
     jcts = [r.jct_s for r in result.tracked if r.finish_s is not None] if keep_series else []
     return TaskResult(task, name, with_run_time(compute_metrics(result), result), jcts, tl, wall, len(result.records))
-
-
-def with_run_time(m: dict[str, float], result: RunResult) -> dict[str, float]:
-    """Add ``avg_run_s``: mean of finish - first start over finished tracked jobs (runtime without
-    the first wait; EaCO's "average runtime")."""
-    runs = [r.finish_s - r.first_start_s for r in result.tracked
-            if r.finish_s is not None and r.first_start_s is not None]
-    if runs and "avg_run_s" not in m:
-        m["avg_run_s"] = float(np.mean(runs))
-    return m
 
 
 def _downsample(t: list[float], busy: list[int], power: list[float], n: int = 2000):

@@ -8,9 +8,12 @@ app runs every (policy, seed, workload) through it and writes the same results.j
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from gpusched_env.config_util import ConfigError
 
 LEVELS: tuple[str, ...] = ("cluster", "device", "pipeline")
 
@@ -46,3 +49,24 @@ class LevelBench(Protocol):
 
     def plot(self, scn: LevelScenario, runs: list[tuple[str, int, int, LevelRun]], out_dir: Path) -> list[Path]:
         """Write the level's PNG plots for (policy, seed, workload, run) tuples; return their paths."""
+
+
+def level_of(raw: dict[str, Any]) -> str:
+    """The scenario's level (``cluster`` when the file does not say); an unknown one is an error."""
+    level = str(raw.get("level", "cluster"))
+    if level not in LEVELS:
+        raise ConfigError(f"scenario.level: {level!r} is not one of {', '.join(LEVELS)}")
+    return level
+
+
+def level_bench(level: str) -> LevelBench:
+    """The module ``gpusched_env.<level>.bench``."""
+    return importlib.import_module(f"gpusched_env.{level}.bench")  # type: ignore[return-value]
+
+
+def load_level_scenario(raw: dict[str, Any]) -> tuple[LevelBench, LevelScenario]:
+    """The level's bench module and its typed scenario from a device- or pipeline-level scenario mapping."""
+    level = level_of(raw)
+    lb = level_bench(level)
+    body = {k: v for k, v in raw.items() if k != "level"}
+    return lb, lb.load(body, str(raw.get("name", "")))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -94,3 +95,14 @@ def _avg_jct_all(result: RunResult, span: float) -> float:
         return float("nan")
     end = min(r.job.arrival_s for r in result.records) + span
     return float(np.mean([r.jct_s if r.finish_s is not None else max(0.0, end - r.job.arrival_s) for r in tracked]))
+
+
+def results_document(
+    scenario: str, seeds: list[int], policies: dict[str, Any], paper: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The results.json document (schema: docs/NAMES.md). ``paper`` holds the first claim; every claim
+    is listed under ``paper.claims``."""
+    doc: dict[str, Any] = {"scenario": scenario, "seeds": list(seeds), "policies": policies}
+    if paper:
+        doc["paper"] = {**paper[0], "claims": paper}
+    return doc

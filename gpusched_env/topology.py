@@ -28,8 +28,6 @@ DEFAULT_LINKS: dict[str, LinkSpec] = {
     "cross_rack": LinkSpec(6.25, 5e-6),
 }
 
-LOCALITY_LEVELS = ("node", "rack", "cross_rack")
-
 
 @dataclass(frozen=True)
 class NodeGroup:

@@ -126,12 +126,6 @@ class ClusterView:
         return self._state.pending_gpus
 
     @property
-    def min_pending_gpus(self) -> int:
-        """Smallest GPU request in the queue (0 when the queue is empty)."""
-        sizes = self._state.pending_sizes
-        return min(sizes) if sizes else 0
-
-    @property
     def running(self) -> Mapping[int, Allocation]:
         return MappingProxyType(self._state.running)
 

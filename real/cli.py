@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.report import write_json_atomic
+from gpusched_env.atomic import write_json_atomic
 from gpusched_env.config_util import ConfigError, from_dict
 from real.backend import RealBackend, RealConfig
 from real.compare import CompareError

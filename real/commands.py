@@ -58,9 +58,6 @@ class _Recorder:
         self._log_path = log_path
         self._logged_nvml: set[tuple[str, ...]] = set()
 
-    def set_log(self, log_path: Path | None) -> None:
-        self._log_path = log_path
-
     def _record(self, call: Call) -> None:
         self.calls.append(call)
         if call.kind == "nvml":  # sampled every tick: log each distinct call once

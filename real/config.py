@@ -32,7 +32,6 @@ class RealWorkload:
     jobs: list[Job]
     sizes: dict[str, ModelSize]
     max_jobs_per_gpu: int = 4
-    round_s: float | None = None
 
     def __post_init__(self) -> None:
         for j in self.jobs:
@@ -83,7 +82,7 @@ def load_workload(scenario: str, sizes: dict[str, ModelSize], seed: int) -> tupl
         scn = load_scenario(scenario)
     topo = scn.cluster.topology()
     name, jobs = build_workloads(scn, seed, topo)[0]
-    wl = RealWorkload(scn.name, topo, jobs, sizes, scn.cluster.max_jobs_per_gpu, scn.round_s)
+    wl = RealWorkload(scn.name, topo, jobs, sizes, scn.cluster.max_jobs_per_gpu)
     return wl, scn
 
 
@@ -147,9 +146,9 @@ def build_devices(cfg: DevicesConf, commands: str, log_path: Path | None) -> tup
 
 
 def make_policy(name: str, scn: Any, seed: int, agent_path: str | None, kwargs: dict[str, Any]) -> Policy:
-    """A policy exactly as gpusched-bench builds it (:func:`bench.runner.make_policy`); bad
+    """A policy exactly as gpusched-bench builds it (:func:`agents.policies.make_policy`); bad
     names or parameters become errors naming the config key."""
-    from bench.runner import make_policy as bench_policy
+    from agents.policies import make_policy as bench_policy
 
     if name == "agent" and not agent_path:
         raise ConfigError("agent_path: policy=agent needs agent_path=FILE (a model.zip from gpusched-train)")

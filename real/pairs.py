@@ -40,7 +40,7 @@ from typing import IO, Any
 
 import psutil
 
-from bench.report import write_atomic, write_json_atomic
+from gpusched_env.atomic import write_atomic, write_json_atomic
 from gpusched_env.config_util import ConfigError, from_dict
 from real.commands import CommandRunner
 from real.devices import Devices

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.report import write_atomic, write_json_atomic
+from gpusched_env.atomic import write_atomic, write_json_atomic
 from gpusched_env.cluster.variability import load_profile
 from gpusched_env.topology import Topology
 from gpusched_env.types import PERF_CLASSES

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.report import results_document, write_json_atomic
-from gpusched_env.metrics import RunResult, compute_metrics
+from gpusched_env.atomic import write_json_atomic
+from gpusched_env.metrics import RunResult, compute_metrics, results_document
 from gpusched_env.policy import Policy, run_policy
 from gpusched_env.run_rules import describe
 from real.backend import RealBackend, RealConfig

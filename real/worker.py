@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpusched_env.atomic import atomic_path
+
 EXIT_DONE = 0
 EXIT_STOPPED = 3
 
@@ -35,9 +37,8 @@ class JsonSpec:
     """A dataclass handed to a worker process as a JSON file (written atomically)."""
 
     def write(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self)))  # type: ignore[call-overload]
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            tmp.write_text(json.dumps(asdict(self)))  # type: ignore[call-overload]
 
     @classmethod
     def read(cls: type[S], path: Path) -> S:
@@ -149,9 +150,8 @@ def run(spec: WorkerSpec) -> int:
 
     def save() -> None:
         nonlocal saved_at
-        tmp = ckpt_path.with_suffix(".tmp")
-        torch.save({"iteration": it, "model": model.state_dict(), "optimizer": opt.state_dict()}, tmp)
-        os.replace(tmp, ckpt_path)
+        with atomic_path(ckpt_path) as tmp:
+            torch.save({"iteration": it, "model": model.state_dict(), "optimizer": opt.state_dict()}, tmp)
         saved_at = it
         emit("ckpt")
 

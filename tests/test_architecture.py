@@ -1,6 +1,9 @@
 """The import direction of the three levels: contracts at the top of ``gpusched_env``, then the
 cluster level; the device and pipeline levels never import the cluster level; nothing in
-``gpusched_env`` imports a policy, an agent, the bench app or the real backend."""
+``gpusched_env`` imports a policy, an agent, the bench app or the real backend. Above the model the
+apps stand in a line, gpusched_env <- baselines <- agents <- bench <- studies, with the real backend
+beside the bench app (on gpusched_env, baselines and agents); no package imports one above it, and
+no relative import crosses a package."""
 
 from __future__ import annotations
 
@@ -11,7 +14,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "gpusched_env"
-APPS = ("baselines", "agents", "bench", "real")
+APPS = ("baselines", "agents", "bench", "real", "studies")
+MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "gpusched_env": (),
+    "baselines": ("gpusched_env",),
+    "agents": ("gpusched_env", "baselines"),
+    "bench": ("gpusched_env", "baselines", "agents"),
+    "real": ("gpusched_env", "baselines", "agents"),
+    "studies": ("gpusched_env", "baselines", "agents", "bench"),
+}
+"""Each top-level package and the project packages it may import (besides itself)."""
 
 
 def _imports(path: Path) -> list[str]:
@@ -108,3 +120,52 @@ def test_the_checker_sees_a_violation(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def f():\n    from baselines import get_policy\n")
     assert _imports(f) == ["baselines"]
+
+
+def _package_files(pkg: str) -> list[Path]:
+    return sorted((ROOT / pkg).rglob("*.py"))
+
+
+def _project_imports(path: Path) -> set[str]:
+    """The project's top-level packages that ``path`` imports."""
+    return {m.split(".")[0] for m in _imports(path)} & set(MAY_IMPORT)
+
+
+def _order_violations(packages: dict[str, list[Path]]) -> list[str]:
+    bad = []
+    for pkg, files in packages.items():
+        for f in files:
+            for top in sorted(_project_imports(f) - {pkg} - set(MAY_IMPORT[pkg])):
+                bad.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f.name} ({pkg}) imports {top}")
+    return bad
+
+
+def test_apps_import_only_the_packages_below_them():
+    assert _order_violations({pkg: _package_files(pkg) for pkg in MAY_IMPORT}) == []
+
+
+def test_the_order_check_sees_an_import_upwards(tmp_path):
+    """agents importing the bench app (the circle the apps once had) is caught, lazily or not."""
+    f = tmp_path / "m.py"
+    f.write_text("import numpy\n\ndef f():\n    from bench.levels import level_of\n")
+    assert _order_violations({"agents": [f]}) == ["m.py (agents) imports bench"]
+    assert _order_violations({"real": [f]}) == ["m.py (real) imports bench"]
+    assert _order_violations({"bench": [f], "studies": [f]}) == []
+
+
+def test_no_relative_import_crosses_a_package():
+    """``from .x import y`` stays inside its own package folder (``..`` never climbs out of it)."""
+    bad = []
+    for pkg in MAY_IMPORT:
+        for f in _package_files(pkg):
+            depth = len(f.relative_to(ROOT / pkg).parts) - 1  # folders below the package root
+            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+                if isinstance(node, ast.ImportFrom) and node.level > depth + 1:
+                    bad.append(f"{f.relative_to(ROOT)}: from {'.' * node.level}{node.module or ''}")
+    assert bad == []
+
+
+def test_every_package_is_in_the_line():
+    """A new top-level package must take its place in :data:`MAY_IMPORT` (and pyproject's packages)."""
+    found = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    assert found == set(MAY_IMPORT)

@@ -14,8 +14,9 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from agents.policies import make_policy
 from baselines import POLICY_NAMES
-from bench.runner import make_policy, simulate
+from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import ConfigError
 from gpusched_env.scenario import build_workloads, load_scenario
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.runner import make_policy, simulate
+from agents.policies import make_policy
+from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import ConfigError, override
 from gpusched_env.scenario import load_scenario
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from agents.policies import make_policy
 from baselines import get_policy
-from bench.runner import make_policy, simulate, with_run_time
 from gpusched_env.catalog import GPUS, model_spec
+from gpusched_env.cluster.build import simulate, with_run_time
 from gpusched_env.cluster.model import SimModel
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.fitted import NODE_BASE_W

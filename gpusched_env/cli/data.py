@@ -2,7 +2,7 @@
 
 The file list (origins, sizes, SHA-256) is :data:`gpusched_env.data.MANIFEST`. Downloads are
 verified before they land: each file is written to a temporary file beside its destination and moved
-into place with ``os.replace`` only when its size and checksum match, so a failed or corrupt download
+into place (:func:`gpusched_env.atomic.atomic_path`) only when its size and checksum match, so a failed or corrupt download
 leaves nothing behind.
 """
 
@@ -12,9 +12,7 @@ import argparse
 import fnmatch
 import hashlib
 import http.client
-import os
 import sys
-import tempfile
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -24,6 +22,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from rich.table import Table
 
 from gpusched_env import data as gdata
+from gpusched_env.atomic import atomic_path
 from gpusched_env.data import ManifestEntry
 
 CHUNK = 1 << 16
@@ -63,34 +62,29 @@ def fetch_one(entry: ManifestEntry, dest: Path, base_url: str, advance: Callable
     """Download ``entry`` to ``dest / entry.path``, verified, atomically. Raises DownloadError."""
     url = gdata.source_url(entry, base_url)
     target = dest / entry.path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    tmp = Path(tmp_name)
     try:
-        h = hashlib.sha256()
-        size = 0
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
-            for chunk in iter(lambda: resp.read(CHUNK), b""):
-                out.write(chunk)
-                h.update(chunk)
-                size += len(chunk)
-                advance(len(chunk))
-        if size != entry.bytes:
-            raise DownloadError(
-                f"{entry.path}: size mismatch: got {size} bytes, expected {entry.bytes} ({url})"
-            )
-        if h.hexdigest() != entry.sha256:
-            raise DownloadError(
-                f"{entry.path}: checksum mismatch: sha256 {h.hexdigest()}, expected {entry.sha256} ({url}); "
-                "nothing was written"
-            )
-        os.replace(tmp, target)
+        with atomic_path(target, suffix=".part") as tmp:  # renamed into place only when verified
+            h = hashlib.sha256()
+            size = 0
+            with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
+                for chunk in iter(lambda: resp.read(CHUNK), b""):
+                    out.write(chunk)
+                    h.update(chunk)
+                    size += len(chunk)
+                    advance(len(chunk))
+            if size != entry.bytes:
+                raise DownloadError(
+                    f"{entry.path}: size mismatch: got {size} bytes, expected {entry.bytes} ({url})"
+                )
+            if h.hexdigest() != entry.sha256:
+                raise DownloadError(
+                    f"{entry.path}: checksum mismatch: sha256 {h.hexdigest()}, expected {entry.sha256} ({url}); "
+                    "nothing was written"
+                )
     except DownloadError:
         raise
     except (OSError, http.client.HTTPException) as exc:  # URLError, HTTPError, timeouts are OSErrors
         raise DownloadError(f"{entry.path}: download failed from {url}: {exc}") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def download(

@@ -22,8 +22,8 @@ draw for the robustness study (largest class-A factor, spread).
 from __future__ import annotations
 
 import csv
+import functools
 import random
-from pathlib import Path
 
 import numpy as np
 
@@ -46,10 +46,17 @@ def normalised_perf(rel: str) -> list[float]:
     ``df['perf'] / df['perf'].median()``)."""
     from gpusched_env.data import data_path
 
-    with data_path(rel).open(newline="") as fh:
+    return list(_normalised_perf(str(data_path(rel))))
+
+
+@functools.lru_cache(maxsize=8)
+def _normalised_perf(path: str) -> tuple[float, ...]:
+    """:func:`normalised_perf` of one data file, read once per process (a simulator of a
+    ``pal_artifact`` scenario is built every run and every env reset)."""
+    with open(path, newline="") as fh:
         vals = [float(row["perf"]) for row in csv.DictReader(fh)]
     med = float(np.median(vals))
-    return [v / med for v in vals]
+    return tuple(v / med for v in vals)
 
 
 def rebuild_artifact_draw(n_gpus: int = 64, seed: int = ARTIFACT_SEED) -> np.ndarray:
@@ -86,13 +93,6 @@ def draw_properties(factors: np.ndarray) -> dict[str, float]:
         "p90_a": float(np.quantile(a, 0.9)),
         "n_slow_a": float((a >= 1.5).sum()),
     }
-
-
-def write_artifact_profile(path: str | Path, gpus_per_node: int = 4, n_gpus: int = 64) -> None:
-    """Write the draw as a ``variability.profile_path`` CSV (gpu,node,A,B,C,D)."""
-    from gpusched_env.cluster.variability import write_profile
-
-    write_profile(path, artifact_draw(n_gpus), np.arange(n_gpus) // gpus_per_node)
 
 
 ARTIFACT_DRAW_64: tuple[tuple[float, float, float, float], ...] = (

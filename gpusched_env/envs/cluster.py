@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from gpusched_env.cluster.build import WorkloadCache, build_simulator
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW, DecisionBuilder, JobCache, obs_size
 from gpusched_env.envs.options import (
@@ -20,7 +20,7 @@ from gpusched_env.envs.options import (
 )
 from gpusched_env.metrics import J_PER_KWH, RunResult
 from gpusched_env.policy import Policy
-from gpusched_env.scenario import Scenario, build_workloads, load_scenario, sim_seed
+from gpusched_env.scenario import Scenario, load_scenario
 from gpusched_env.types import Decision, Job
 from gpusched_env.view import ClusterView
 
@@ -114,7 +114,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     ``reset`` picks a workload from ``workloads`` (uniformly from ``np_random``) and a run seed
     (from ``run_seeds`` if given, else ``np_random``); the workload jobs, the simulator seed and
     the GPU variability all derive from the run seed exactly as in ``gpusched-bench``
-    (``build_workloads``, ``sim_seed``). ``options={"workload": i, "run_seed": s}`` fixes them.
+    (:func:`gpusched_env.cluster.build.build_simulator`). ``options={"workload": i, "run_seed": s}`` fixes them.
 
     ## Episode End
 
@@ -198,8 +198,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.observation_space = spaces.Box(
             OBS_LOW, OBS_HIGH, (obs_size(self.topo.n_nodes, self.k),), dtype=np.float32
         )
-        self._wl_cache: OrderedDict[int, list[tuple[str, list[Job]]]] = OrderedDict()
-        self._wl_cache_size = int(workload_cache)
+        # built workloads of the last ``workload_cache`` run seeds (each seed's workloads built as used)
+        self._workloads = WorkloadCache(self.scn, self.topo, size=int(workload_cache) * n_wl)
         self.sim: Simulator | None = None
         self.builder: DecisionBuilder | None = None
         self._jobs = JobCache()
@@ -207,15 +207,6 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._over = True
 
     # -- set-up ------------------------------------------------------------------------------
-    def _workload(self, run_seed: int, index: int) -> tuple[str, list[Job]]:
-        wl = self._wl_cache.get(run_seed)
-        if wl is None:
-            wl = build_workloads(self.scn, run_seed, self.topo)
-            self._wl_cache[run_seed] = wl
-            while len(self._wl_cache) > self._wl_cache_size:
-                self._wl_cache.popitem(last=False)
-        return wl[index]
-
     def _options_for(self, workload: int) -> OptionSet:
         """The placement options for ``workload``: PAL plans with that workload's locality penalty."""
         names, pal, placements = self._option_args
@@ -241,13 +232,10 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._passthrough = bool(opts.get("passthrough", False))
         round_s = opts.get("round_s", self.default_round_s)
         events = bool(opts.get("events", True)) or not self._passthrough
-        self.workload_name, jobs = self._workload(run_seed, wl)
+        self.workload_name, jobs, self.sim = build_simulator(self.scn, run_seed, wl, cache=self._workloads)
         self.option_set = self._options_for(wl)
         self.workload_index, self.run_seed = wl, run_seed
         self._seen_done = 0  # completions of sim.completed already rewarded
-        self.sim = Simulator(
-            self.topo, jobs, self.scn.model_for(wl), seed=sim_seed(run_seed), max_jobs_per_gpu=self.scn.cluster.max_jobs_per_gpu,
-        )
         self._jobs.clear()
         self._jobs.fill(jobs, self.topo, whole_run=True)
         self._jct = _JctIntegral(jobs)

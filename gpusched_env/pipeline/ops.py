@@ -37,9 +37,3 @@ def check_orders(orders: Orders, stages: int, microbatches: int) -> None:
                 raise ValueError(f"orders[{s}]: micro-batch {m} must run F before B before W")
 
 
-def format_orders(orders: Orders, microbatches: int) -> list[str]:
-    """Human-readable orders, one line per stage (e.g. ``F0 F1 B0 W0 ...``)."""
-    lines = []
-    for order in orders:
-        lines.append(" ".join(f"{KIND_NAMES[k]}{m}" for k, m in (decode(c, microbatches) for c in order)))
-    return lines

@@ -65,6 +65,12 @@ def load_pal_workload(path: str | Path, *, strict: bool = True, max_gpus: int | 
     return Workload(jobs, report)
 
 
+def background_gaps(rng: np.random.Generator, n_background: int, rate_per_hour: float) -> np.ndarray:
+    """The exponential gaps (s) between :func:`with_background`'s arrivals, before rounding: its only
+    draw from ``rng`` (so a caller can skip one workload's background by drawing them alone)."""
+    return rng.exponential(3600.0 / rate_per_hour, size=n_background)
+
+
 def with_background(
     jobs: list[Job],
     *,
@@ -91,7 +97,7 @@ def with_background(
         raise ValueError(f"n_background must be >= 0, got {n_background}")
     base = sorted(jobs, key=lambda j: j.arrival_s)
     start_id = max(j.job_id for j in jobs) + 1 if id_offset is None else id_offset
-    gaps = rng.exponential(3600.0 / rate_per_hour, size=n_background)
+    gaps = background_gaps(rng, n_background, rate_per_hour)
     if whole_seconds:
         gaps = np.ceil(gaps)
     arrivals = base[-1].arrival_s + np.cumsum(gaps)

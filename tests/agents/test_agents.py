@@ -14,7 +14,7 @@ import pytest
 import gpusched_env  # noqa: F401
 from agents.adapter import load_agent_policy, load_model, read_meta, write_meta
 from agents.bc import accuracy, clone, collect, make_teacher
-from bench.runner import simulate
+from gpusched_env.cluster.build import simulate
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario

@@ -11,7 +11,7 @@ import pytest
 import gpusched_env  # noqa: F401
 from agents.adapter import PreemptAgentPolicy, describe_agent, load_agent_policy, write_meta
 from agents.bc import accuracy, clone, collect_v1, make_teacher
-from bench.runner import simulate
+from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import ConfigError
 from gpusched_env.envs import ClusterV1Env
 from gpusched_env.metrics import compute_metrics

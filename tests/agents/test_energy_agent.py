@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agents.adapter import load_agent_policy, read_meta
-from bench.runner import simulate
+from gpusched_env.cluster.build import simulate
 from gpusched_env.data import DataMissing
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario

@@ -175,7 +175,7 @@ def test_masked_mode_is_maskable_ppo_predict(make):
 
 def test_level_report_goals_median_and_spread(tmp_path):
     """Tally's goal: overhead <= Tally's + 5 points and BE >= Tally's, per model, then the median."""
-    from agents.level_report import report
+    from studies.level_report import report
 
     def doc(policies: dict[str, tuple[float, float]]) -> str:
         import json

@@ -235,10 +235,10 @@ def test_same_seed_trains_the_same_policy_and_scores(tmp_path):
 
 
 def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_path, capsys):
-    from agents.rescore import main as rescore_main
-    from agents.rescore import rescore
     from agents.selection import load_history, main, select_across
     from agents.train import train
+    from studies.rescore import main as rescore_main
+    from studies.rescore import rescore
 
     train(_cfg("checkpoint_freq=128", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), tmp_path)
     # the training's own episodes, no override: every figure of selection.json again, exactly
@@ -272,7 +272,7 @@ def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_pa
     assert next(x for x in printed.splitlines() if "<- chosen" in x).split()[0] == str(alone)
     with pytest.raises(SystemExit) as e:
         main([str(tmp_path), "--objective", "worst_ratio", "--also", "nope"])
-    assert e.value.code == 2 and f"python -m agents.rescore {tmp_path} --name nope writes it" in capsys.readouterr().err
+    assert e.value.code == 2 and f"python -m studies.rescore {tmp_path} --name nope writes it" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         rescore_main([str(tmp_path), "--name", "bad/name"])
     assert e.value.code == 2 and "--name: letters, digits, '_' or '-' only" in capsys.readouterr().err
@@ -281,7 +281,7 @@ def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_pa
 def test_run_setup_reads_null_workloads_as_every_workload_and_names_a_bad_file(tmp_path):
     import yaml
 
-    from agents.rescore import read_setup
+    from studies.rescore import read_setup
 
     cfg = {"scenario": {"name": "synthetic_philly"}, "env": {"workloads": None},
            "select": {"workloads": None, "run_seeds": [100000, 100001], "avg_bound": "srtf", "p99_bound": None,

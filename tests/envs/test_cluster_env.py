@@ -10,7 +10,7 @@ import pytest
 
 import gpusched_env  # noqa: F401  (registers the envs)
 from agents.bc import make_teacher
-from bench.runner import simulate
+from gpusched_env.cluster.build import simulate
 from gpusched_env.data import DataMissing
 from gpusched_env.envs import ClusterEnv, run_policy_in_env
 from gpusched_env.metrics import compute_metrics
@@ -189,7 +189,8 @@ def test_heuristic_through_env_equals_bench(name):
 
 def test_heuristic_through_env_equals_bench_run_task():
     """Same check through gpusched-bench's own task runner (its make_policy)."""
-    from bench.runner import Task, make_policy, run_task, with_run_time
+    from bench.runner import Task, make_policy, run_task
+    from gpusched_env.cluster.build import with_run_time
 
     scn = load_scenario(SCN)
     env = gym.make("gpusched/Cluster-v0", scenario=scn)

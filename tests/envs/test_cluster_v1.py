@@ -11,8 +11,8 @@ import pytest
 
 import gpusched_env  # noqa: F401  (registers the envs)
 from agents.bc import make_teacher, play_v1
-from bench.runner import simulate
 from gpusched_env.catalog import MODELS
+from gpusched_env.cluster.build import simulate
 from gpusched_env.envs import ClusterV1Env
 from gpusched_env.envs.preempt import SLOT_FEATURES_V1, obs_size_v1
 from gpusched_env.metrics import compute_metrics

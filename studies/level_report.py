@@ -1,7 +1,7 @@
 """Learned vs heuristic at the device and pipeline levels: one table per scenario from
 ``gpusched-bench`` results (a script, not a test).
 
-    python -m agents.level_report runs/bench/tally_pairs/seed0 runs/bench/tally_pairs/seed1 ...
+    python -m studies.level_report runs/bench/tally_pairs/seed0 runs/bench/tally_pairs/seed1 ...
 
 Each folder holds a ``results.json`` with the policy ``agent`` (one training seed's model, the
 folder's name labels it); the heuristics are read from whichever folder has them. Prints, per

@@ -7,9 +7,9 @@ import pytest
 
 from baselines.pal import PALPlacement, _FactorSource
 from baselines.placement import PMFirstPlacement
-from bench.studies import gains, geomean_gain
 from gpusched_env.placement import PlacementContext
 from gpusched_env.scenario import load_scenario
+from studies.reproduction import gains, geomean_gain
 from tests.baselines.bl_helpers import job, make_state, make_view
 
 
@@ -60,7 +60,7 @@ def test_pal_keeps_a_4gpu_job_on_one_node_where_pm_first_spans() -> None:
 
 
 def test_eaco_sets_separate_by_set_size_and_policy(tmp_path) -> None:
-    from bench.studies import eaco_sets
+    from studies.reproduction import eaco_sets
 
     doc = eaco_sets(1, tmp_path, sizes=(2, 4), gpus_per_job=(8, 4))
     assert doc["arrival_gap_s"] == 3600.0
@@ -87,7 +87,7 @@ def test_locality_anatomy_at_lf_3(tmp_path) -> None:
     """The A2 reading in docs/REPRODUCTIONS.md: every job of more than 4 GPUs spans nodes under every
     policy; packed placement puts three of the four largest ResNet-50 jobs on the 2.83x GPU, PM-First
     none; PAL keeps every 4-GPU job on one node where PM-First spans two."""
-    from bench.studies import locality_anatomy
+    from studies.reproduction import locality_anatomy
 
     doc = locality_anatomy(tmp_path, 0, workloads=[4])
     rows = {r["policy"]: r for r in doc["rows"]}

@@ -1,12 +1,12 @@
 """Studies around the PAL reproductions that one ``gpusched-bench`` run cannot express yet.
 
-    python -m bench.studies locality   [--workers 2] [--seeds 0] [--out DIR]   # PAL A2: lf sweep on workload-6
-    python -m bench.studies locality_anatomy [--seeds 0] [--out DIR]           # A2: which jobs span nodes, queueing, slow GPUs
-    python -m bench.studies locality_draws [--workers 2] [--draws 10] [--out DIR]  # A2 over many variability draws
-    python -m bench.studies robustness [--workers 2] [--draws 30] [--out DIR]   # A1 over many variability draws
-    python -m bench.studies pal_gains  [--workers 2] [--seeds 0] [--out DIR]   # A1 per-workload gains vs published
-    python -m bench.studies eaco_sets  [--workers 2] [--out DIR]               # eaco_node per set of 2, 3, 4 models
-    python -m bench.studies eaco_breakdown [--seeds 0] [--out DIR]             # eaco_cluster energy by component
+    python -m studies.reproduction locality   [--workers 2] [--seeds 0] [--out DIR]   # PAL A2: lf sweep on workload-6
+    python -m studies.reproduction locality_anatomy [--seeds 0] [--out DIR]           # A2: which jobs span nodes, queueing, slow GPUs
+    python -m studies.reproduction locality_draws [--workers 2] [--draws 10] [--out DIR]  # A2 over many variability draws
+    python -m studies.reproduction robustness [--workers 2] [--draws 30] [--out DIR]   # A1 over many variability draws
+    python -m studies.reproduction pal_gains  [--workers 2] [--seeds 0] [--out DIR]   # A1 per-workload gains vs published
+    python -m studies.reproduction eaco_sets  [--workers 2] [--out DIR]               # eaco_node per set of 2, 3, 4 models
+    python -m studies.reproduction eaco_breakdown [--seeds 0] [--out DIR]             # eaco_cluster energy by component
 
 ``locality`` runs the ``pal_locality`` scenario (one workload per locality penalty of the artifact's
 sweep, ``lf-1.0`` … ``lf-3.0``: ``gpusched-bench scenario=pal_locality`` runs the same) and adds
@@ -96,7 +96,8 @@ def locality_anatomy(out: Path, seed: int = 0, workloads: list[int] | None = Non
 
     from rich.table import Table
 
-    from bench.runner import make_policy, simulate
+    from agents.policies import make_policy
+    from gpusched_env.cluster.build import simulate
     from gpusched_env.types import Migrate, Start
 
     scn = load_scenario("pal_locality")
@@ -306,7 +307,7 @@ def pal_gains(workers: int, seeds: list[int], out: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m bench.studies", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m studies.reproduction", description=__doc__.split("\n\n")[0])
     ap.add_argument("study", choices=["locality", "locality_anatomy", "locality_draws", "robustness", "pal_gains",
                                       "eaco_sets", "eaco_breakdown", "eaco_sensitivity"])
     ap.add_argument("--workers", type=int, default=2)
@@ -399,7 +400,8 @@ def eaco_breakdown(out: Path, seed: int = 0) -> dict[str, Any]:
     ledger, checked against its total)."""
     from rich.table import Table
 
-    from bench.runner import make_policy, simulate
+    from agents.policies import make_policy
+    from gpusched_env.cluster.build import simulate
 
     scn = load_scenario("eaco_cluster")
     topo = scn.cluster.topology()

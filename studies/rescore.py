@@ -8,7 +8,7 @@ This tool plays every candidate of a run (each kept policy, ``checkpoint_freq`` 
 overrides, other run seeds — and writes ``RUN_DIR/selection_NAME.json`` (``selection.json``'s
 format); ``python -m agents.selection RUN_DIR --also NAME`` then selects across both sets:
 
-    python -m agents.rescore runs/x --name contended --override scenario.cluster.nodes.0.gpus_per_node=3
+    python -m studies.rescore runs/x --name contended --override scenario.cluster.nodes.0.gpus_per_node=3
     python -m agents.selection runs/x --objective worst_ratio --also contended --out runs/x/model_both.zip
 
 Episodes are played as ``gpusched-bench`` plays the policy ``agent`` (the same figures), one
@@ -77,15 +77,16 @@ def read_setup(run_dir: Path) -> RunSetup:
 
 def scenario_with(name: str, overrides: list[str]) -> Any:
     """Scenario ``name`` with Hydra-style overrides (``scenario.KEY=VALUE``), composed as gpusched-bench does."""
-    from agents.robustness import Variant, compose
     from bench.cli import scenario_from_cfg
+    from studies.robustness import Variant, compose
 
     return scenario_from_cfg(compose(Variant("rescore", (f"scenario={name}", *overrides)), []))
 
 
 def play_candidate(policy_file: Path, scn: Any, episodes: list[tuple[int, int]]) -> list[Any]:
     """A saved policy on each (workload, run seed), as gpusched-bench runs the policy ``agent``."""
-    from bench.runner import make_policy, simulate
+    from agents.policies import make_policy
+    from gpusched_env.cluster.build import simulate
 
     return [simulate(scn, make_policy("agent", scn, s, str(policy_file), workload=w), s, w)[1] for w, s in episodes]
 
@@ -118,7 +119,7 @@ def rescore(run_dir: Path, name: str, overrides: list[str], run_seeds: list[int]
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m agents.rescore", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python -m studies.rescore", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Then: python -m agents.selection RUN_DIR --objective OBJ --also NAME")
     ap.add_argument("run_dirs", type=Path, nargs="+", help="gpusched-train folders (select.enabled=true, "

@@ -1,9 +1,9 @@
 """Robustness of trained cluster-level agents: each model and the heuristics on scenarios the models
 were not trained on, and how much each degrades against its own figure on the training scenario.
 
-    python -m agents.robustness runs/syn_nc_s{0,1,2,3,4}/model.zip --out runs/robust_syn
-    python -m agents.robustness --report runs/robust_syn/results.json      # re-print, run nothing
-    python -m agents.robustness --report R.json --goal las,tiresias        # + against two named heuristics
+    python -m studies.robustness runs/syn_nc_s{0,1,2,3,4}/model.zip --out runs/robust_syn
+    python -m studies.robustness --report runs/robust_syn/results.json      # re-print, run nothing
+    python -m studies.robustness --report R.json --goal las,tiresias        # + against two named heuristics
 
 A *variant* is a named set of Hydra overrides of ``gpusched-bench``'s scenario, written
 ``NAME: OVERRIDE ...`` (e.g. ``load_1.2: scenario=synthetic_philly scenario.workload.load=1.2``), and
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.seeds_report import load_results, pct_change, short_num
 from gpusched_env.config_util import ConfigError
+from studies.seeds_report import load_results, pct_change, short_num
 
 METRICS = ("avg_jct_s", "p99_jct_s")
 TABLE_METRICS = ["avg_jct_s", "p99_jct_s", "makespan_s", "preemptions", "jobs_finished"]
@@ -173,7 +173,7 @@ def check_variant(variant: Variant) -> str:
     """The variant composes into a cluster-level scenario (its name is returned); else a ConfigError
     naming the variant and the bad key."""
     from bench.cli import scenario_from_cfg
-    from bench.levels import level_of
+    from gpusched_env.levels import level_of
 
     cfg = compose(variant, [])
     try:
@@ -356,7 +356,7 @@ def run_study(study: Study, console: Any = None, rerun: bool = False) -> dict[st
 
 def _document(study: Study, models: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "tool": "agents.robustness", "base": study.variants[0].name, "seeds": study.seeds,
+        "tool": "studies.robustness", "base": study.variants[0].name, "seeds": study.seeds,
         "heuristics": study.heuristics, "models": models,
         "variants": [{"name": v.name, "overrides": list(v.overrides), "doc": v.doc, "scenario": None,
                       "heuristics": {}, "agents": [None] * len(study.models),
@@ -525,10 +525,15 @@ def goal_report(doc: dict[str, Any], avg_ref: str, p99_ref: str) -> str:
     return "\n".join(lines)
 
 
+TOOL_NAMES = ("studies.robustness", "agents.robustness")
+"""The ``tool`` field of this study's results.json (written by the first, read under both names: the
+study was ``agents.robustness`` before the studies package)."""
+
+
 def check_document(doc: dict[str, Any], where: str) -> None:
     """A robustness results.json complete enough to print (every figure of every variant present)."""
-    if doc.get("tool") != "agents.robustness":
-        raise ConfigError(f"{where}: not an agents.robustness results.json (no \"tool\": \"agents.robustness\")")
+    if doc.get("tool") not in TOOL_NAMES:
+        raise ConfigError(f"{where}: not a studies.robustness results.json (no \"tool\": \"studies.robustness\")")
     for v in doc.get("variants", []):
         missing = [h for h in doc["heuristics"] if h not in v.get("heuristics", {})]
         if missing or any(a is None for a in v.get("agents", [])):
@@ -554,7 +559,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.cli import BenchInterrupted
 
     ap = argparse.ArgumentParser(
-        prog="python -m agents.robustness", description=__doc__.split("\n\n")[0],
+        prog="python -m studies.robustness", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n\n".join(f"default variants of {name} models (the first is the base):\n"
                              + "\n".join(f"  {v.spec}\n      {v.doc}" for v in vs) for name, vs in VARIANT_SETS.items()))

@@ -15,8 +15,8 @@ policy's JCT minus the alone time is split into three parts that add up exactly:
 
 ::
 
-    python -m bench.headroom --scenario synthetic_philly --policies las,tiresias,srtf --seeds 0,1,2
-    python -m bench.headroom --scenario pal_philly --workloads 4,5,6,7 --policies las,agent --agent-path M.zip
+    python -m studies.headroom --scenario synthetic_philly --policies las,tiresias,srtf --seeds 0,1,2
+    python -m studies.headroom --scenario pal_philly --workloads 4,5,6,7 --policies las,agent --agent-path M.zip
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agents.policies import make_policy
 from bench.report import compact
-from bench.runner import build_simulator, make_policy
+from gpusched_env.cluster.build import build_simulator
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.config_util import ConfigError, int_list
 from gpusched_env.metrics import RunResult
@@ -186,7 +187,7 @@ def format_table(rows: Sequence[Headroom], by_size: bool = False) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m bench.headroom", description=__doc__.split("\n\n")[0],
+        prog="python -m studies.headroom", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="JCT = alone time + first wait + extra time on GPUs + later waits, per job (see the module docstring).",
     )

@@ -1,7 +1,7 @@
 """Training seeds side by side: one ``gpusched-bench`` results.json per trained agent (``policies=[agent]``)
 against one results.json of the heuristics on the same scenario, workloads and evaluation seeds.
 
-    python -m agents.seeds_report runs/nc_s*/eval_pal/results.json --baseline runs/base_pal/results.json
+    python -m studies.seeds_report runs/nc_s*/eval_pal/results.json --baseline runs/base_pal/results.json
 
 Prints, per training seed, the agent's average / p99 JCT, makespan and finished jobs, the change of
 its average JCT against ``--vs`` (default LAS), of its p99 against ``--p99-vs`` (default Tiresias) and
@@ -17,7 +17,7 @@ against ``--energy-vs`` (default EaCO) and against ``--runtime-base`` (default F
 change against ``--runtime-base``; the goal: less energy than ``--energy-vs`` at no more runtime
 increase over ``--runtime-base`` than ``--energy-vs``'s, every job finished.
 
-    python -m agents.seeds_report runs/en_s*/eval/results.json --baseline runs/heur_eaco/results.json --goal energy
+    python -m studies.seeds_report runs/en_s*/eval/results.json --baseline runs/heur_eaco/results.json --goal energy
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ def energy_report(agent_files: list[str], baseline: str, vs: str = "eaco", runti
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m agents.seeds_report", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m studies.seeds_report", description=__doc__.split("\n\n")[0])
     ap.add_argument("agents", nargs="+", help="results.json of gpusched-bench policies=[agent], one per training seed")
     ap.add_argument("--baseline", required=True, help="results.json of the heuristics (same scenario and seeds)")
     ap.add_argument("--vs", default="las", help="average-JCT reference (default las)")

@@ -1,4 +1,4 @@
-"""agents.robustness: the degradation arithmetic on hand-made figures, variant parsing and its errors,
+"""studies.robustness: the degradation arithmetic on hand-made figures, variant parsing and its errors,
 imports checked against the variant, and a tiny study end to end (run, reuse, re-print)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agents import robustness as rb
 from gpusched_env.config_util import ConfigError
+from studies import robustness as rb
 
 
 def _fig(avg: float, p99: float, fin: float = 10) -> dict[str, float]:
@@ -23,7 +23,7 @@ def _doc() -> dict:
                 "heuristics": heur, "agents": agents, "sources": {}}
 
     return {
-        "tool": "agents.robustness", "base": "train", "seeds": [0], "heuristics": ["las", "srtf"],
+        "tool": "studies.robustness", "base": "train", "seeds": [0], "heuristics": ["las", "srtf"],
         "models": [{"scenario": "s", "clairvoyant": False}] * 3,
         "variants": [
             variant("train", {"las": _fig(100, 1000), "srtf": _fig(120, 800)},
