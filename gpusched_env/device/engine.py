@@ -184,7 +184,7 @@ class DeviceSim:
             c.stats.iterations += 1
             c.begin_sequence(t)
             return
-        c.stats.add_latency(t - c.arr[c.req], c.spec.slo_s)
+        c.stats.add_latency(t - c.arr[c.req], c.spec.slo_s, t - c.seq_start - c.issue[0])
         c.req += 1
         c.phase, c.idle_since, c.alloc, c.rate = IDLE, t, 0.0, 0.0
         self._next_request(c, t)
