@@ -68,7 +68,7 @@ def sequence(model: str, gpu_type: str, seed: int, groups: float, bound_ms: floa
     shapes = np.random.SeedSequence(seed).spawn(2)[0]
     raw = kernel_sequence(model, gpu_type, int(shapes.generate_state(1)[0]))
     seq = group(raw, raw.standalone_s() / groups, bound_ms * 1e-3)
-    for a in (seq.dur_s, seq.sm, seq.mem, seq.block_s, seq.issue_s):
+    for a in (seq.dur_s, seq.sm, seq.mem, seq.block_s, seq.issue_s, seq.count, seq.busy):
         a.flags.writeable = False
     return seq
 
