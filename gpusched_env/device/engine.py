@@ -288,8 +288,9 @@ class DeviceSim:
         """Progress rates (alone-time per second) of the running kernels; see :func:`rate`."""
         clients = self.clients
         band = 0.0  # DRAM demand of the running kernels at their SM shares, in units of the GPU's peak
-        run = [c for c in clients if c.phase == RUN]
-        for c in run:
+        for c in clients:
+            if c.phase != RUN:
+                continue
             k = c.idx
             share = c.alloc / c.sm[k]
             band += c.mem[k] * c.busy[k] * (share if share < 1.0 else 1.0)
@@ -299,12 +300,17 @@ class DeviceSim:
                 c.rate = 0.0
                 continue
             k = c.idx
-            wait = 0.0  # mean wait of one of its kernels for SMs that others' pending blocks took
+            wait = 0.0  # mean wait of one of its later kernels for SMs that others' pending blocks took
             if c.cnt[k] > 1.0:
-                for o in run:  # o has blocks pending (holds less than its demand): they fill the SMs c
-                    # frees between its kernels, so c's next kernel waits for their residual (mean: half)
-                    if o is not c and o.alloc < o.sm[o.idx] - 1e-9:
-                        wait += o.alloc * 0.5 * o.block[o.idx]
+                level = grants[i].level
+                for j, o in enumerate(clients):  # o has blocks pending (holds less than its demand)
+                    if o is c or o.phase != RUN or not o.alloc < o.sm[o.idx] - 1e-9:
+                        continue
+                    # its blocks win the SMs c's kernels free, and c's next kernel waits for one of
+                    # them to end (mean residual: half a block) -- every kernel at the same level;
+                    # only those issued after a host gap (share 1 - busy) when c's level comes first
+                    share = (1.0 - c.busy[k]) if level < grants[j].level else 1.0
+                    wait += share * o.alloc * 0.5 * o.block[o.idx]
             c.rate = rate(c.alloc / c.sm[k], c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, grants[i].slow)
 
 
@@ -314,15 +320,14 @@ def rate(share: float, mem: float, busy: float, count: float, dur: float, over: 
 
     Its kernels' GPU time (``busy`` of its span alone) stretches by 1 / (slow · min(1, SM share of its
     demand)) and its memory-bound part (``mem``) by the DRAM oversubscription ``over`` = max(1, summed
-    demand ÷ peak); a later kernel issued after its predecessor ended (choice: a share 1 − ``busy``
-    of the ``count`` − 1 later kernels; a queued kernel gets the SMs its predecessor frees) first waits
-    ``wait`` for the SMs that a co-runner with pending blocks took meanwhile (running blocks are never
-    preempted; the first kernel's wait is the mechanism's launch delay).
+    demand ÷ peak); each of its ``count`` − 1 later kernels first waits ``wait`` on average for SMs a
+    co-runner's pending blocks won (running blocks are never preempted; the first kernel's wait is
+    the mechanism's launch delay).
     Host gaps inside the span absorb the stretch: the group lasts max(span, stretched GPU time + waits).
     """
     gpu = busy * ((1.0 - mem) + mem * over) / (slow * (share if share < 1.0 else 1.0))
     if count > 1.0:
-        gpu += (count - 1.0) * (1.0 - busy) * wait / dur
+        gpu += (count - 1.0) * wait / dur
     return 1.0 / gpu if gpu > 1.0 else 1.0
 
 

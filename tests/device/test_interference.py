@@ -71,16 +71,19 @@ def test_tally_picks_the_faster_transform() -> None:
     assert cfg.slow(400e-6) == pytest.approx(1 / 1.01)  # one 400-µs block per slice: 1 % < 5 %
 
 
-def test_group_kernels_wait_for_pending_blocks_beyond_their_host_gaps() -> None:
-    # an HP group of 21 kernels over 1 ms, busy half of it, on 20 % of the SMs; BE holds the other 80 %
-    # with blocks of 0.1 ms still pending: half (1 - busy) of the 40 later HP kernels are issued after
-    # their predecessor ended and wait 0.8 x 0.05 ms = 40 µs; the group lasts
-    # max(1, 0.5 + 20 x 0.04 / 1) = 1.3 x its span
-    assert rate(1.0, 0.0, 0.5, 41.0, 1e-3, 1.0, 40e-6) == pytest.approx(1 / 1.3)
-    assert rate(1.0, 0.0, 0.5, 21.0, 1e-3, 1.0, 40e-6) == 1.0  # 0.5 + 0.4 < 1: the host gaps absorb it
-    assert rate(1.0, 0.0, 1.0, 41.0, 1e-3, 1.0, 40e-6) == 1.0  # back to back: each kernel queued in time
+def test_group_kernels_wait_for_pending_blocks() -> None:
+    # an HP group of 41 kernels over 1 ms, busy half of it, on 20 % of the SMs; BE holds the other 80 %
+    # with 0.1-ms blocks still pending. MPS priority: only the HP kernels issued after a host gap (half
+    # of the 40 later ones) find their SMs taken and wait 0.8 x 0.05 ms = 40 µs (20 µs on average);
+    # the group lasts max(1, 0.5 + 40 x 0.02 / 1) = 1.3 x its span
+    assert rate(1.0, 0.0, 0.5, 41.0, 1e-3, 1.0, 20e-6) == pytest.approx(1 / 1.3)
+    assert rate(1.0, 0.0, 0.5, 21.0, 1e-3, 1.0, 20e-6) == 1.0  # 0.5 + 0.4 < 1: the host gaps absorb it
     be = train("be", seq(10e-3, sm=1.0, mem=0.0, block=0.1e-3))
     hp = ClientSpec("hp", "hp", seq(1e-3, sm=0.2, mem=0.0, count=41.0, busy=0.5), np.array([0.05e-3]), priority=1)
-    st = simulate(GPU, [hp, be], make_mechanism("mps_priority"), 5e-3)
+    prio = simulate(GPU, [hp, be], make_mechanism("mps_priority"), 5e-3)
     # HP displaces BE at 0.05 ms, waits for the block under way (0.05 ms), then runs 1.3 ms
-    assert st.client("hp").latencies_s == [pytest.approx(0.05e-3 + 1.3e-3)]
+    assert prio.client("hp").latencies_s == [pytest.approx(0.05e-3 + 1.3e-3)]
+    # plain MPS: BE's pending blocks compete for every SM HP frees: all 40 later kernels wait 40 µs,
+    # 0.5 + 40 x 0.04 = 2.1 x the span
+    mps = simulate(GPU, [hp, be], make_mechanism("mps"), 5e-3)
+    assert mps.client("hp").latencies_s == [pytest.approx(0.05e-3 + 2.1e-3)]

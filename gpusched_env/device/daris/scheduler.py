@@ -159,7 +159,7 @@ class Daris:
         _, _, job = heapq.heappop(self.queues[c][q])
         tk = self.sim.tasks[job.task]
         m = tk.model
-        self.sim.launch(c, [job], m.job_s / m.stages * job.jitter, m.serial, 1.0 / m.saturation_gain, False)
+        self.sim.launch(c, [job], m.job_s / m.stages * job.jitter, m.serial, False)
 
     def dispatch(self, t: float) -> None:
         c = self.pending()
