@@ -135,3 +135,14 @@ def test_daris_rt_loads_through_the_device_bench():
     short = replace(scn, duration_s=0.3)
     run = bench.run(short, "gslice", 0, 3)
     assert {"throughput_jobs_s", "hp_deadline_miss_rate", "lp_deadline_miss_rate", "hp_response_ms"} <= set(run.metrics)
+
+
+def test_stage_overhead_holds_the_stream_and_does_not_scale_with_sms():
+    # one HP ResNet-18 job, 1 context on all 68 SMs: each of its 4 stages lasts a + h, a = 1/724 s / 4
+    a, h = 1 / 724 / 4, 0.33e-3
+    sim = _sim(_tasks(1, 0), DarisConfig(contexts=1, streams=1, stage_overhead_s=h), horizon=0.02)
+    sim.run()
+    assert sim.stats[True].response_s[0] == pytest.approx(4 * (a + h))
+    # 2 contexts of 34 SMs: the work part takes a · (0.7 + 0.3 · 68/34) (SGPRS curve), the overhead stays h
+    half = _sim(_tasks(1, 0), DarisConfig(contexts=2, streams=1, stage_overhead_s=h), horizon=0.02).run()
+    assert half.stats[True].response_s[0] == pytest.approx(4 * (h + a * 1.3))
