@@ -3,11 +3,14 @@
 Each client is one stream: its host issues kernel i at ``seq start + issue_s[i]`` and the kernel joins
 the GPU queue once the previous one has ended. The sharing mechanism (:mod:`mechanism`) grants every
 queued or running kernel the right to hold SMs; SMs go to granted kernels by level, max-min fairly
-within a level, each up to min(its SM demand, its cap). A kernel with SM share a of its demand s and
-memory intensity m progresses at ``slow · (a/s) / ((1 − m) + m · max(1, B))`` of its alone speed, B
-the summed bandwidth demand Σ m_j·a_j of the running kernels (choice: a roofline-style split). A
-kernel that takes SMs from others waits the mechanism's ``launch_delay`` first (blocks finish or are
-preempted). Between events nothing changes, so time jumps from event to event.
+within a level, each up to min(its SM demand, its cap). Demands are in the GPU's units: SM demand =
+the share of the GPU's SMs its resident blocks fill; DRAM demand = memory intensity m × the GPU type's
+peak bandwidth while it runs at full speed. Co-running kernels slow each other when the summed DRAM
+demand exceeds the peak (memory-bound part stretched by the oversubscription), when a kernel gets
+fewer SMs than it fills, and because each kernel of a group first waits for SMs that others' running
+blocks hold (:func:`rate`). A kernel group that takes SMs from others waits the mechanism's
+``launch_delay`` first (blocks finish or are preempted). Between events nothing changes, so time
+jumps from event to event.
 """
 
 from __future__ import annotations
@@ -33,13 +36,14 @@ class ClientState:
 
     __slots__ = ("spec", "phase", "idx", "remaining", "alloc", "rate", "stall_until", "ready_at",
                  "seq_start", "req", "idle_since", "queued_at", "started", "stats", "n", "dur", "issue",
-                 "sm", "mem", "block", "arr", "n_arr")
+                 "sm", "mem", "block", "cnt", "busy", "arr", "n_arr")
 
     def __init__(self, spec: ClientSpec) -> None:
         self.spec = spec
         seq = spec.seq
         self.dur, self.issue, self.n = seq.dur_s.tolist(), seq.issue_s.tolist(), len(seq)
         self.sm, self.mem, self.block = seq.sm.tolist(), seq.mem.tolist(), seq.block_s.tolist()
+        self.cnt, self.busy = seq.count.tolist(), seq.busy.tolist()
         self.arr: list[float] | None = (None if spec.arrivals is None
                                         else np.asarray(spec.arrivals, dtype=float).tolist())
         self.n_arr = 0 if self.arr is None else len(self.arr)
@@ -184,7 +188,7 @@ class DeviceSim:
             c.stats.iterations += 1
             c.begin_sequence(t)
             return
-        c.stats.add_latency(t - c.arr[c.req], c.spec.slo_s)
+        c.stats.add_latency(t - c.arr[c.req], c.spec.slo_s, t - c.seq_start - c.issue[0])
         c.req += 1
         c.phase, c.idle_since, c.alloc, c.rate = IDLE, t, 0.0, 0.0
         self._next_request(c, t)
@@ -281,19 +285,50 @@ class DeviceSim:
         return new
 
     def _rates(self, grants: list[Grant]) -> None:
+        """Progress rates (alone-time per second) of the running kernels; see :func:`rate`."""
         clients = self.clients
-        band = 0.0  # summed bandwidth demand of the running kernels
+        band = 0.0  # DRAM demand of the running kernels at their SM shares, in units of the GPU's peak
         for c in clients:
-            if c.phase == RUN:
-                band += c.mem[c.idx] * c.alloc
+            if c.phase != RUN:
+                continue
+            k = c.idx
+            share = c.alloc / c.sm[k]
+            band += c.mem[k] * c.busy[k] * (share if share < 1.0 else 1.0)
         over = band if band > 1.0 else 1.0  # max(1, band)
         for i, c in enumerate(clients):
             if c.phase != RUN:
                 c.rate = 0.0
                 continue
-            s, m = c.sm[c.idx], c.mem[c.idx]
-            share = c.alloc / s
-            c.rate = grants[i].slow * (share if share < 1.0 else 1.0) / ((1.0 - m) + m * over)
+            k = c.idx
+            wait = 0.0  # mean wait of one of its later kernels for SMs that others' pending blocks took
+            if c.cnt[k] > 1.0:
+                level = grants[i].level
+                for j, o in enumerate(clients):  # o has blocks pending (holds less than its demand)
+                    if o is c or o.phase != RUN or not o.alloc < o.sm[o.idx] - 1e-9:
+                        continue
+                    # its blocks win the SMs c's kernels free, and c's next kernel waits for one of
+                    # them to end (mean residual: half a block) -- every kernel at the same level;
+                    # only those issued after a host gap (share 1 - busy) when c's level comes first
+                    share = (1.0 - c.busy[k]) if level < grants[j].level else 1.0
+                    wait += share * o.alloc * 0.5 * o.block[o.idx]
+            c.rate = rate(c.alloc / c.sm[k], c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, grants[i].slow)
+
+
+def rate(share: float, mem: float, busy: float, count: float, dur: float, over: float, wait: float,
+         slow: float = 1.0) -> float:
+    """Progress rate of a kernel group beside others (1 = as alone).
+
+    Its kernels' GPU time (``busy`` of its span alone) stretches by 1 / (slow · min(1, SM share of its
+    demand)) and its memory-bound part (``mem``) by the DRAM oversubscription ``over`` = max(1, summed
+    demand ÷ peak); each of its ``count`` − 1 later kernels first waits ``wait`` on average for SMs a
+    co-runner's pending blocks won (running blocks are never preempted; the first kernel's wait is
+    the mechanism's launch delay).
+    Host gaps inside the span absorb the stretch: the group lasts max(span, stretched GPU time + waits).
+    """
+    gpu = busy * ((1.0 - mem) + mem * over) / (slow * (share if share < 1.0 else 1.0))
+    if count > 1.0:
+        gpu += (count - 1.0) * wait / dur
+    return 1.0 / gpu if gpu > 1.0 else 1.0
 
 
 def simulate(gpu: DeviceGpu, clients: Sequence[ClientSpec], mechanism: Mechanism, duration_s: float) -> RunStats:

@@ -9,7 +9,7 @@ GPU starts it at the later of that and the previous kernel's end (one stream, in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,18 +23,26 @@ class KernelSeq:
     mem: np.ndarray  # memory intensity, in [0, 1]
     block_s: np.ndarray  # block duration, seconds, in (0, dur]
     issue_s: np.ndarray  # host launch time from the sequence start, non-decreasing, >= 0
+    count: np.ndarray = field(default_factory=lambda: np.empty(0))  # kernels in the group (empty: 1 each)
+    busy: np.ndarray = field(default_factory=lambda: np.empty(0))  # share of the span its kernels run, (0, 1] (empty: 1)
 
     def __post_init__(self) -> None:
         n = len(self.dur_s)
         if n == 0:
             raise ValueError("kernel sequence must hold at least one kernel")
-        for name in ("sm", "mem", "block_s", "issue_s"):
+        if len(self.count) == 0:
+            object.__setattr__(self, "count", np.ones(n))
+        if len(self.busy) == 0:
+            object.__setattr__(self, "busy", np.ones(n))
+        for name in ("sm", "mem", "block_s", "issue_s", "count", "busy"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"kernel {name} must have one entry per kernel ({n})")
         _check(self.dur_s > 0, "dur_s", "(0, inf) seconds", self.dur_s)
         _check((self.sm > 0) & (self.sm <= 1), "sm", "(0, 1]", self.sm)
         _check((self.mem >= 0) & (self.mem <= 1), "mem", "[0, 1]", self.mem)
         _check((self.block_s > 0) & (self.block_s <= self.dur_s * (1 + 1e-9)), "block_s", "(0, dur_s]", self.block_s)
+        _check(self.count >= 1, "count", "[1, inf)", self.count)
+        _check((self.busy > 0) & (self.busy <= 1 + 1e-9), "busy", "(0, 1]", self.busy)
         _check((self.issue_s >= 0) & (np.diff(self.issue_s, prepend=0.0) >= -1e-15), "issue_s",
                "[0, inf), non-decreasing", self.issue_s)
 
@@ -73,14 +81,15 @@ def group(seq: KernelSeq, min_group_s: float, bound_s: float) -> KernelSeq:
     A kernel longer than ``bound_s`` stays a group of its own (never merged across). A group lasts its
     span alone (first start to last end, host gaps inside included); its SM demand is the members'
     SM-time over that span, its memory intensity their time-weighted mean, its block the longest
-    member block, and it is issued when its first member is.
+    member block, its ``count`` the members' kernel count, its ``busy`` their summed time over the span,
+    and it is issued when its first member is.
     """
     if min_group_s < 0 or bound_s <= 0:
         raise ValueError(f"grouping min_group_s must be >= 0 and bound_s > 0, got {min_group_s}, {bound_s}")
     ends = standalone_ends(seq.dur_s, seq.issue_s)
     starts = ends - seq.dur_s
     cuts = _group_cuts(starts, ends, seq.dur_s, min_group_s, bound_s)
-    out: dict[str, list[float]] = {k: [] for k in ("dur", "sm", "mem", "block", "issue")}
+    out: dict[str, list[float]] = {k: [] for k in ("dur", "sm", "mem", "block", "issue", "count", "busy")}
     for a, b in zip(cuts[:-1], cuts[1:], strict=True):
         d = seq.dur_s[a:b]
         span = float(ends[b - 1] - starts[a])
@@ -89,7 +98,9 @@ def group(seq: KernelSeq, min_group_s: float, bound_s: float) -> KernelSeq:
         out["mem"].append(float((d * seq.mem[a:b]).sum() / d.sum()))
         out["block"].append(min(span, float(seq.block_s[a:b].max())))
         out["issue"].append(float(seq.issue_s[a]))
-    return KernelSeq(*(np.array(out[k]) for k in ("dur", "sm", "mem", "block", "issue")))
+        out["count"].append(float(seq.count[a:b].sum()))
+        out["busy"].append(min(1.0, float((d * seq.busy[a:b]).sum()) / span))
+    return KernelSeq(*(np.array(out[k]) for k in ("dur", "sm", "mem", "block", "issue", "count", "busy")))
 
 
 def _group_cuts(starts: np.ndarray, ends: np.ndarray, dur: np.ndarray, min_s: float, bound_s: float) -> list[int]:

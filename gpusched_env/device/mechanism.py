@@ -102,8 +102,8 @@ class Mechanism(Protocol):
 
 
 class BaseMechanism:
-    """Defaults: everyone runs at one level; a newcomer waits half a block of the clients it displaces
-    (choice: the mean residual of a running block, which is never preempted). The grants of a
+    """Defaults: everyone runs at one level; a newcomer waits for the running blocks of the clients it
+    displaces to end (the remaining time of their current block: blocks are never preempted). The grants of a
     mechanism that never changes them are built once per run (:meth:`grant`)."""
 
     name = "base"
@@ -123,12 +123,16 @@ class BaseMechanism:
     def launch_delay(self, t: float, i: int, displaced: Sequence[int], clients: Sequence[ClientView]) -> float:
         if not displaced:
             return 0.0
-        return max(half_block(clients[j]) for j in displaced)
+        return max(remaining_block(clients[j]) for j in displaced)
 
     def on_launch(self, t: float, i: int, clients: Sequence[ClientView]) -> None:
         return None
 
 
-def half_block(c: ClientView) -> float:
-    """Mean residual of a client's running block (half its current kernel's block duration)."""
-    return 0.5 * c.block[c.idx]
+def remaining_block(c: ClientView, unit: float | None = None) -> float:
+    """Time left in a client's running block (or in a ``unit`` of work, e.g. a slice): its kernel's
+    blocks run back to back in waves, so the block under way is the progress so far modulo the block
+    duration (progress in alone-time)."""
+    b = c.block[c.idx] if unit is None else unit
+    done = c.dur[c.idx] - c.remaining
+    return b - done % b if done > 0 else b

@@ -68,7 +68,7 @@ def sequence(model: str, gpu_type: str, seed: int, groups: float, bound_ms: floa
     shapes = np.random.SeedSequence(seed).spawn(2)[0]
     raw = kernel_sequence(model, gpu_type, int(shapes.generate_state(1)[0]))
     seq = group(raw, raw.standalone_s() / groups, bound_ms * 1e-3)
-    for a in (seq.dur_s, seq.sm, seq.mem, seq.block_s, seq.issue_s):
+    for a in (seq.dur_s, seq.sm, seq.mem, seq.block_s, seq.issue_s, seq.count, seq.busy):
         a.flags.writeable = False
     return seq
 
@@ -145,6 +145,7 @@ def pair_metrics(stats: list[RunStats], hp_solo: RunStats, be_solo: RunStats, gp
     hps, bes = hp_solo.client("hp"), be_solo.client("be")
     lat = np.array(hp.latencies_s) * 1e3
     solo_lat = np.array(hps.latencies_s) * 1e3
+    svc, solo_svc = np.array(hp.service_s) * 1e3, np.array(hps.service_s) * 1e3
     elapsed = stats[0].elapsed_s
     hp_norm = len(lat) / max(1, len(solo_lat))
     be_norm = be.iterations / max(1, bes.iterations)
@@ -152,6 +153,7 @@ def pair_metrics(stats: list[RunStats], hp_solo: RunStats, be_solo: RunStats, gp
     m = {
         "hp_mean_ms": _q(lat, None), "hp_p50_ms": _q(lat, 50), "hp_p99_ms": _q(lat, 99),
         "hp_p99_ratio": _q(lat, 99) / _q(solo_lat, 99), "hp_mean_ratio": _q(lat, None) / _q(solo_lat, None),
+        "hp_service_p99_ms": _q(svc, 99), "hp_service_p99_ratio": _q(svc, 99) / _q(solo_svc, 99),
         "hp_norm_throughput": hp_norm, "be_norm_throughput": be_norm,
         "be_iter_per_s": be.iterations / elapsed,
         "system_throughput": 1.0 if exclusive else hp_norm + be_norm,

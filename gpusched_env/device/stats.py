@@ -11,7 +11,8 @@ class ClientStats:
 
     name: str
     role: str
-    latencies_s: list[float] = field(default_factory=list)  # per completed request
+    latencies_s: list[float] = field(default_factory=list)  # per completed request: arrival -> completion (response)
+    service_s: list[float] = field(default_factory=list)  # per completed request: first kernel issued -> completion
     slo_met: int = 0  # requests within their SLO
     iterations: int = 0  # completed training iterations
     kernels: int = 0  # completed kernels (groups)
@@ -19,8 +20,9 @@ class ClientStats:
     max_wait_s: float = 0.0  # longest wait of a kernel from queued to first progress
     waits: int = 0
 
-    def add_latency(self, lat: float, slo_s: float | None) -> None:
+    def add_latency(self, lat: float, slo_s: float | None, service: float | None = None) -> None:
         self.latencies_s.append(lat)
+        self.service_s.append(lat if service is None else service)
         if slo_s is not None and lat <= slo_s:
             self.slo_met += 1
 

@@ -54,13 +54,11 @@ def test_mps_thread_cap_limits_share() -> None:
 def test_mps_shares_sms_max_min_fairly_and_bandwidth_slows_memory_bound_kernels() -> None:
     st = simulate(GPU, [train("a", seq(1e-3)), train("b", seq(1e-3))], make_mechanism("mps"), 1.0)
     assert [c.iterations for c in st.clients] == [pytest.approx(500, abs=2), pytest.approx(500, abs=2)]
-    small = simulate(GPU, [train("a", seq(1e-3, sm=0.5, mem=1.0)), train("b", seq(1e-3, sm=0.5, mem=1.0))],
-                     make_mechanism("mps"), 1.0)
-    # SMs fit (0.5 + 0.5) but bandwidth demand 1.0 does not exceed 1: full speed
-    assert small.clients[0].iterations == pytest.approx(1000, abs=2)
-    heavy = simulate(GPU, [train("a", seq(1e-3, sm=0.5, mem=1.0)), train("b", seq(1e-3, sm=0.4, mem=1.0)),
-                           train("c", seq(1e-3, sm=0.1, mem=1.0))], make_mechanism("mps"), 1.0)
-    assert heavy.clients[0].iterations == pytest.approx(1000, abs=2)
+    heavy = simulate(GPU, [train("a", seq(1e-3, sm=0.5, mem=1.0)), train("b", seq(1e-3, sm=0.4, mem=0.5)),
+                           train("c", seq(1e-3, sm=0.1, mem=0.0))], make_mechanism("mps"), 1.0)
+    # DRAM demand 1 + 0.5 + 0 = 1.5 x peak: a's time x 1.5, b's x (0.5 + 0.5 x 1.5) = 1.25, c's x 1
+    assert [c.iterations for c in heavy.clients] == [pytest.approx(1000 / 1.5, abs=2), pytest.approx(800, abs=2),
+                                                     pytest.approx(1000, abs=2)]
 
 
 def test_mps_priority_serves_high_priority_first() -> None:
@@ -78,8 +76,7 @@ def test_tally_hp_kernel_never_waits_longer_than_lmax_plus_one_block() -> None:
     st = simulate(GPU, [hp, be], mech, 1.0)
     hps = st.client("hp")
     assert len(hps.latencies_s) == len(arr) - 1 or len(hps.latencies_s) == len(arr)
-    assert 0 < hps.max_wait_s <= 31.6e-6 + 0.5e-3
-    assert hps.max_wait_s == pytest.approx(0.5 * 31.6e-6)  # sliced BE: half the L_max-cut block
+    assert 0 < hps.max_wait_s <= 0.5e-3  # blocks longer than L_max: preempted at the end of the block under way
     assert st.client("be").iterations > 0
 
 
@@ -87,7 +84,7 @@ def test_tally_runs_be_only_after_hp_idleness() -> None:
     arr = np.arange(0.0, 1.0, 2e-3)  # HP busy 1 ms of every 2 ms
     hp = ClientSpec("hp", "hp", seq(1e-3, sm=0.2), arr, priority=1)
     be = train("be", seq(0.1e-3, block=0.02e-3))
-    st = simulate(GPU, [hp, be], make_mechanism("tally", {"transform_overhead": 0.0}), 1.0)
+    st = simulate(GPU, [hp, be], make_mechanism("tally", {"ptb_overhead": 0.0, "slice_launch_s": 0.0}), 1.0)
     # BE gets the 1 ms idle gaps minus the 0.1 ms idleness wait: 0.9 ms per 2 ms at 0.1 ms per iteration
     assert st.client("be").iterations == pytest.approx(500 * 9, rel=0.02)
     assert max(st.client("hp").latencies_s) == pytest.approx(1e-3, rel=0.02)

@@ -43,7 +43,7 @@ def test_grouping_preserves_the_standalone_timeline() -> None:
 
 
 def test_finer_grouping_converges() -> None:
-    """Against the per-kernel run (no grouping), the grouping error shrinks as groups get finer (MPS,
+    """Against the per-kernel run (no grouping), the grouping error is small at any grouping (MPS,
     where grouping matters most); Tally's results do not depend on the grouping (BE is preempted
     within L_max wherever it is)."""
     def metrics(mech: str, k: float) -> tuple[float, float]:
@@ -54,7 +54,8 @@ def test_finer_grouping_converges() -> None:
 
     ref_lat, ref_be = metrics("mps", 1e9)
     errs = [(abs(lat / ref_lat - 1), abs(be / ref_be - 1)) for lat, be in (metrics("mps", k) for k in (2, 32))]
-    assert errs[1][0] < errs[0][0] and errs[1][1] < errs[0][1]
-    assert errs[1][0] < 0.15 and errs[1][1] < 0.12
+    # a group's kernels each wait for pending BE blocks (engine.rate), as they do one by one per kernel
+    assert errs[0][0] < 0.02 and errs[1][0] < 0.02
+    assert errs[0][1] < 0.12 and errs[1][1] < 0.12  # BE: 34 vs 31 iterations in 1.5 s
     tally = [metrics("tally", k) for k in (2, 32)]
     assert tally[0] == pytest.approx(tally[1], rel=0.01)

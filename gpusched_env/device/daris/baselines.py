@@ -41,7 +41,7 @@ class Mps:
             if q and not self.busy[i]:
                 job, m = q.popleft(), self.sim.tasks[i].model
                 self.busy[i] = True
-                self.sim.launch(0, [job], m.job_s * job.jitter, m.serial, 1.0 / m.saturation_gain, True)
+                self.sim.launch(0, [job], m.job_s * job.jitter, m.serial, True)
 
 
 class Batching:
@@ -83,7 +83,7 @@ class Batching:
             m = self.sim.tasks[jobs[0].task].model
             b = len(jobs)
             work = m.batch_s(b) * sum(j.jitter for j in jobs) / b
-            self.sim.launch(p, jobs, work, m.serial, b / m.batch_s(b) / m.fps10, True)
+            self.sim.launch(p, jobs, work, m.serial, True)
 
 
 class GSlice(Batching):

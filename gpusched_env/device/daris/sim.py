@@ -5,8 +5,8 @@ The GPU's SMs are cut into partitions (MPS contexts or GSlice shares), each with
 partition slot. Speeds (choices, documented in docs/DEVICE_MODEL.md): the work of a partition's k
 running items shares its n SMs (n / k each); when the busy partitions hold more SMs than the GPU
 has (oversubscription), every one is scaled by N / Σ n; an item on n SMs runs at the SGPRS curve's
-``speed(n)``; and the GPU's total throughput on a model never exceeds its batch-10 throughput (all
-rates scaled down together when it would). Between events nothing changes.
+``speed(n)``. No cap on the GPU's total throughput: what it delivers follows the partitions, their
+slots and the scheduler's admission. Between events nothing changes.
 """
 
 from __future__ import annotations
@@ -47,7 +47,6 @@ class Work:
     part: int
     left: float
     serial: float
-    cost: float  # GPU capacity per unit rate (÷ the model's batch-10 throughput)
     whole: bool  # the jobs finish with it (else one stage of one job)
     start: float = 0.0
     rate: float = 0.0
@@ -147,12 +146,12 @@ class StageSim:
             self.ri += 1
         return True
 
-    def launch(self, part: int, jobs: list[Job], work_s: float, serial: float, cost: float, whole: bool) -> None:
+    def launch(self, part: int, jobs: list[Job], work_s: float, serial: float, whole: bool) -> None:
         """Start work on a free slot of partition ``part``."""
         if self.busy[part] >= self.parts[part].slots:
             raise ValueError(f"partition {part} has no free slot ({self.parts[part].slots} slots)")
         self.busy[part] += 1
-        self.running.append(Work(jobs, part, work_s, serial, cost, whole, self.t))
+        self.running.append(Work(jobs, part, work_s, serial, whole, self.t))
         self._rerate()
 
     def free(self, part: int) -> int:
@@ -203,10 +202,5 @@ class StageSim:
             k[w.part] += 1
         held = sum(p.sms for p, n in zip(self.parts, k, strict=True) if n)
         f = min(1.0, self.N / held)
-        load = 0.0
         for w in self.running:
             w.rate = speed(self.parts[w.part].sms * f / k[w.part], self.N, w.serial)
-            load += w.rate * w.cost
-        if load > 1.0:
-            for w in self.running:
-                w.rate /= load

@@ -2,11 +2,12 @@
 
 HP kernels launch unmodified whenever HP has work and take SMs first. BE launches at most one kernel
 at a time (one stream), and only once every HP client has been idle for ``idle_s`` (0.1 ms). BE
-kernels run transformed (sliced, or persistent thread blocks with a retreat flag): an arriving HP
-kernel preempts them and waits at most ``l_max_s`` (mean residual: half the transformed block, the
-block cut to ``l_max_s``); a transformed kernel whose blocks are longer than ``l_max_s`` runs
-``transform_overhead`` slower. After ``unsliced_after_s`` (100 ms) of HP idleness BE kernels run
-unmodified: they cannot be preempted, so HP waits for their running blocks (half a block).
+kernels run transformed, in units of ``l_max_s`` of work (or one block where a block is longer): an
+arriving HP kernel waits for the unit under way to end (its remaining time, <= max(l_max_s, block)).
+The transform is chosen per kernel online, the faster of slicing (one extra launch of
+``slice_launch_s`` per unit) and persistent thread blocks (``ptb_overhead`` slower). After
+``unsliced_after_s`` (100 ms) of HP idleness BE kernels run unmodified: they cannot be preempted, so
+HP waits for their running block to end and shares the GPU with it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpusched_env.device.gpus import DeviceGpu
-from gpusched_env.device.mechanism import READY, RUN, BaseMechanism, ClientSpec, ClientView, Grant, half_block
+from gpusched_env.device.mechanism import (
+    READY,
+    RUN,
+    BaseMechanism,
+    ClientSpec,
+    ClientView,
+    Grant,
+    remaining_block,
+)
 
 
 @dataclass(frozen=True)
@@ -23,14 +32,24 @@ class TallyConfig:
     l_max_s: float = 31.6e-6  # CALIBRATION.md: L_max 0.0316 ms in Tally's benchmark (0.1 ms default)
     idle_s: float = 0.1e-3  # CALIBRATION.md: BE only after HP idle >= 0.1 ms
     unsliced_after_s: float = 0.1  # CALIBRATION.md: unsliced after 100 ms of HP idleness
-    transform_overhead: float = 0.05  # choice: slowdown of a sliced / PTB kernel (not in CALIBRATION.md)
+    slice_launch_s: float = 4e-6  # choice: one extra kernel launch per slice (CUDA launch cost, a few µs)
+    ptb_overhead: float = 0.05  # choice: slowdown of a persistent-thread-block kernel (retreat-flag polling)
 
     def __post_init__(self) -> None:
         for k in ("l_max_s", "idle_s", "unsliced_after_s"):
             if not getattr(self, k) > 0:
                 raise ValueError(f"tally {k} must be in (0, inf), got {getattr(self, k)}")
-        if not 0.0 <= self.transform_overhead < 10.0:
-            raise ValueError(f"tally transform_overhead must be in [0, 10), got {self.transform_overhead}")
+        for k in ("slice_launch_s", "ptb_overhead"):
+            if not 0.0 <= getattr(self, k) < 10.0:
+                raise ValueError(f"tally {k} must be in [0, 10), got {getattr(self, k)}")
+
+    def unit(self, block: float) -> float:
+        """The preemption unit of a transformed kernel: l_max_s of work, or one block if longer."""
+        return block if block > self.l_max_s else self.l_max_s
+
+    def slow(self, block: float) -> float:
+        """Speed of a transformed kernel (1 = unmodified): the faster of slicing and PTB (online choice)."""
+        return 1.0 / (1.0 + min(self.slice_launch_s / self.unit(block), self.ptb_overhead))
 
 
 class Tally(BaseMechanism):
@@ -43,11 +62,9 @@ class Tally(BaseMechanism):
         super().reset(clients, gpu)
         self.unsliced: dict[int, tuple[float, int]] = {}  # client -> (sequence start, kernel) launched unmodified
         self.hp = [i for i, c in enumerate(clients) if c.role == "hp"]
-        slow = 1.0 / (1.0 + self.cfg.transform_overhead)
-        # the grants a client can get: HP always runs first; BE by (may run, transformed and long-blocked)
+        # the grants a client can get: HP always runs first; BE by (may run, speed), built on first use
         self.hp_grant = {i: Grant(True, c.sm_cap, 0) for i, c in enumerate(clients)}
-        self.be_grant = {(i, run, cut): Grant(run, c.sm_cap, 1, slow if cut else 1.0)
-                         for i, c in enumerate(clients) for run in (False, True) for cut in (False, True)}
+        self.be_grant: dict[tuple[int, bool, float], Grant] = {}
 
     def _is_unsliced(self, i: int, c: ClientView) -> bool:
         return self.unsliced.get(i) == (c.seq_start, c.idx)
@@ -69,8 +86,11 @@ class Tally(BaseMechanism):
                 self.unsliced[i] = (c.seq_start, c.idx)
             unsliced = self._is_unsliced(i, c)
             run = idle >= self.cfg.idle_s - 1e-15 or (unsliced and c.phase == RUN)
-            cut = not unsliced and c.block[c.idx] > self.cfg.l_max_s
-            grants.append(self.be_grant[i, run, cut])
+            slow = 1.0 if unsliced else self.cfg.slow(c.block[c.idx])
+            g = self.be_grant.get((i, run, slow))
+            if g is None:
+                g = self.be_grant[i, run, slow] = Grant(run, c.spec.sm_cap, 1, slow)
+            grants.append(g)
         if not hp_busy and self.hp:
             for lim in (self.cfg.idle_s, self.cfg.unsliced_after_s):
                 if idle < lim - 1e-12:
@@ -84,7 +104,7 @@ class Tally(BaseMechanism):
         for j in displaced:
             c = clients[j]
             if self._is_unsliced(j, c):
-                out = max(out, half_block(c))
+                out = max(out, remaining_block(c))
             else:
-                out = max(out, 0.5 * min(c.block[c.idx], self.cfg.l_max_s))
+                out = max(out, remaining_block(c, self.cfg.unit(c.block[c.idx])))
         return out
