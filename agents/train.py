@@ -227,8 +227,8 @@ def _check_env(eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any]) 
 
     spec = gym.spec(eid)
     creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
-    assert callable(creator), eid  # every gpusched env is registered with an entry point
-    allowed = sorted(n for n in inspect.signature(creator).parameters if n != "scenario")
+    assert isinstance(creator, type), eid  # every gpusched env is registered with its class
+    allowed = _init_params(creator)
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         raise ConfigError(f"env.{unknown[0]}: unknown key for {eid}; allowed: {', '.join(allowed)}")
@@ -250,6 +250,19 @@ def _check_env(eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any]) 
         msg = str(e)
         named = any(re.match(rf"{k}\b", msg) for k in kwargs)  # the env's message starts with the argument's name
         raise ConfigError(f"env.{msg}" if named else f"env ({eid}): {msg}") from None
+
+
+def _init_params(cls: type) -> list[str]:
+    """The keyword arguments ``cls(...)`` accepts, following ``**kwargs`` passed on to a base class."""
+    names: set[str] = set()
+    for c in cls.__mro__:
+        if "__init__" not in vars(c):
+            continue
+        params = inspect.signature(vars(c)["__init__"]).parameters.values()
+        names |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return sorted(names - {"self", "scenario"})
 
 
 # agent.params checked before the model is built: name -> (is valid, what is expected)
