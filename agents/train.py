@@ -1,18 +1,24 @@
 """``gpusched-train``: train a learned scheduler on a gpusched env (Hydra app, conf/train.yaml).
 
 The env is a config group (``conf/env/NAME.yaml``: its registered ``id`` and the env's arguments);
-``env=cluster`` (``gpusched/Cluster-v0``) is the default.
+``env=cluster`` (``gpusched/Cluster-v0``) is the default. ``gpusched-train --help`` lists the envs,
+agents, scenarios and key options.
 
     gpusched-train scenario=pal_philly agent=maskable_ppo total_timesteps=200000 seed=0 out_dir=DIR
     gpusched-train ... resume=true                  # continue from DIR/checkpoints (last one)
     gpusched-train -m seed=0,1,2 hydra/launcher=joblib
 
-The run folder DIR replays the run: ``config.yaml`` (resolved config), ``command.txt`` (the command
-line), ``model.zip`` (the final model; env arguments inside, loadable by ``agent_path``),
-``checkpoints/``, ``tb/`` (tensorboard), ``eval/`` (evaluation callback log), ``bc.json`` (the BC
-warm start's data size, loss and accuracy), ``.hydra/``. With ``select.enabled`` (see
-:mod:`agents.selection`), ``model.zip`` is the policy selected on the training workloads,
-``last_model.zip`` the last one and ``selection.json`` the scores of every candidate.
+Every input is checked before anything is written (:func:`check`: a one-line error, exit code 2); a DIR
+that already holds ``model.zip`` is refused unless ``overwrite=true`` (or ``resume=true``). The run
+folder DIR replays the run: ``config.yaml`` (resolved config), ``command.txt`` (the command line),
+``train.log`` (the plan and progress lines), ``model.zip`` (the final model; env arguments inside,
+loadable by ``agent_path``), ``train_summary.json`` (steps planned and done, and whether a wall-clock
+limit or Ctrl-C stopped the run), ``checkpoints/``, ``tb/`` (tensorboard), ``eval/`` (evaluation
+callback log), ``bc.json`` (the BC warm start's data size, loss and accuracy), ``.hydra/``. With
+``select.enabled`` (see :mod:`agents.selection`), ``model.zip`` is the policy selected on the training
+workloads, ``last_model.zip`` the last one and ``selection.json`` the scores of every candidate. Ctrl-C
+stops at the next env step, saves ``model.zip`` and a checkpoint (atomically) and logs the command that
+resumes the run; exit code 130.
 """
 
 from __future__ import annotations
@@ -682,11 +688,10 @@ def _main(cfg: DictConfig) -> None:
         summary = train(cfg, out)
     except ConfigError as e:
         fail(str(e))
+    if summary.get("interrupted"):  # the last line logged is the command that resumes the run
+        raise SystemExit(130)
     print(json.dumps(summary, indent=2))
     print(f"wrote {out}/model.zip and {out}/config.yaml")
-    if summary.get("interrupted"):
-        print(f"resume with: {resume_command()}", flush=True)
-        raise SystemExit(130)
 
 
 def _unknown_key(err: BaseException) -> str | None:

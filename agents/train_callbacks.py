@@ -30,12 +30,13 @@ class Progress(BaseCallback):
         self.total, self.every_s, self.log, self.clock = total, every_s, log, clock
         self.t0 = self.last = 0.0
         self.start_steps = self.episodes = 0
+        self.logged_at = -1  # the step count of the last line
         self.rewards: deque[float] = deque(maxlen=100)  # the last 100 episodes' returns (Monitor's, unnormalised)
 
     def _on_training_start(self) -> None:
         self.t0 = self.last = self.clock()
         self.start_steps = int(self.model.num_timesteps)
-        self.log.info(self.line())
+        self._log()
 
     def _on_step(self) -> bool:
         for info in self.locals.get("infos", ()):
@@ -45,10 +46,15 @@ class Progress(BaseCallback):
         now = self.clock()
         if now - self.last >= self.every_s:
             self.last = now
-            self.log.info(self.line())
+            self._log()
         return True
 
     def _on_training_end(self) -> None:
+        if self.logged_at != int(self.model.num_timesteps):
+            self._log()
+
+    def _log(self) -> None:
+        self.logged_at = int(self.model.num_timesteps)
         self.log.info(self.line())
 
     def line(self) -> str:

@@ -69,6 +69,8 @@ def test_help_lists_envs_agents_scenarios_and_key_options(capsys, monkeypatch):
     (["bc.teacher=nope"], "bc.teacher must be a heuristic (fifo, sjf, srtf, las, "),
     (["env.bogus=1"], "env.bogus: unknown key; allowed at env: age_scale_s, age_weight, energy_weight, fifo_slots, id,"),
     (["+env.bogus=1"], "env.bogus: unknown key for gpusched/Cluster-v0; allowed: age_scale_s,"),
+    (["env=cluster_v1", "+env.bogus=1"], "env.bogus: unknown key for gpusched/Cluster-v1; allowed: age_scale_s, age_weight, "
+                                          "clairvoyant, energy_weight,"),
     (["scenario=tally_pairs", "env=gpushare", "env.mechanism=nope"], "env.mechanism must be one of ['exclusive',"),
     (["scenario=tally_pairs", "env=gpushare", "env.duration_s=0"], "env.duration_s must be a number of seconds > 0"),
     (["env.workloads=[9]"], "env.workloads: indices [9] out of range; scenario synthetic_small has 1 workload (indices 0..0)"),
@@ -222,3 +224,27 @@ def test_ctrl_c_saves_the_model_and_the_command_that_resumes_it(tmp_path, monkey
     assert again["resumed_from"] == str(tmp_path / "checkpoints" / f"model_{n}_steps.zip")
     assert again["num_timesteps"] >= 64 and (again["num_timesteps"] - n) % 32 == 0  # whole rollouts of 32 from n
     assert again["interrupted"] is False
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_command_line_with_subprocess_envs(tmp_path):
+    """A real SIGINT to gpusched-train (SubprocVecEnv workers ignore it): exit 130, the model and a
+    checkpoint saved, the resume command printed."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    argv = [*TINY, "total_timesteps=100000", "n_envs=2", "vec_env=subprocess", "progress_s=0.1", f"out_dir={tmp_path}"]
+    p = subprocess.Popen([sys.executable, "-m", "agents.train", *argv], cwd=root, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    for line in p.stdout:  # the first progress line after a step
+        if line.startswith("steps ") and not line.startswith("steps 0/"):
+            break
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 130, err[-3000:]
+    assert out.rstrip().endswith(f"Resume with: {shlex.join(['gpusched-train', *argv, 'resume=true'])}")
+    summary = json.loads((tmp_path / "train_summary.json").read_text())
+    n = summary["num_timesteps"]
+    assert summary["interrupted"] is True and (tmp_path / "checkpoints" / f"model_{n}_steps.zip").is_file()
