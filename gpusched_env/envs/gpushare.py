@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -94,7 +95,14 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
         super().__init__()
         scn = _load(scenario) if isinstance(scenario, str) else scenario
         if duration_s is not None:
+            if not math.isfinite(duration_s) or duration_s <= 0:
+                raise ValueError(f"duration_s must be a number of seconds > 0 or None, got {duration_s}")
             scn = replace(scn, duration_s=float(duration_s))
+        for name, value in (("be_weight", be_weight), ("invalid_penalty", invalid_penalty)):
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value}")
+        if slo_factor is not None and (not math.isfinite(slo_factor) or slo_factor <= 0):
+            raise ValueError(f"slo_factor must be > 0 or None, got {slo_factor}")
         if workload is not None and not 0 <= workload < len(scn.workload_names):
             raise ValueError(f"workload must be in [0, {len(scn.workload_names) - 1}] or None, got {workload}")
         n_wl = len(scn.workload_names)
