@@ -7,6 +7,7 @@ jobs for one seed, from the one ``SeedSequence`` of that run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,8 +213,30 @@ def check_scenario(scn: Scenario) -> None:
             _need(isinstance(rs, (int, float)) and rs > 0, f"scenario.policies.{name}.round_s", "> 0 seconds", rs)
 
 
+def _check_finite(value: Any, where: str) -> None:
+    """Every number in ``value`` (a config dataclass, list or mapping, walked recursively) is finite:
+    a NaN or infinity in a model key is a ConfigError naming it (such a value reaches the event
+    queue as a NaN time, and the run never ends)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, (int, float)):
+        _need(math.isfinite(value), where, "a finite number (not nan or inf)", value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _check_finite(getattr(value, f.name), f"{where}.{f.name}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, f"{where}.{k}")
+
+
 def _check_model(m: SimModel, where: str) -> None:
     """Range checks of one resolved model (``where``: its config key, e.g. ``scenario.model``)."""
+    _check_finite(m, where)
+    for i, k in enumerate(m.sharing.count_slowdown):
+        _need(k > 0, f"{where}.sharing.count_slowdown[{i}]", "a slowdown factor > 0", k)
     lf = m.locality.lf
     _need(math.isfinite(lf) and lf >= 1.0, f"{where}.locality.lf",
           "a finite cross-node slowdown factor >= 1 (1 = no penalty)", lf)
@@ -273,6 +296,50 @@ def check_jobs(jobs: list[Job], topo: Topology, max_jobs_per_gpu: int, where: st
                               f"{f' of type {j.gpu_type}' if j.gpu_type else ''}; the cluster has {n_ok}")
 
 
+FAILURE_MAX_TRIES = 1000.0
+"""choice: most expected attempts a job may need to get one failure-free stretch (see check_failures)."""
+
+
+def check_failures(jobs: list[Job], topo: Topology, m: SimModel, where: str) -> None:
+    """A failure rate at which some tracked job would (almost) never finish is a ConfigError.
+
+    A job keeps progress only once it has run without a failure of any of its nodes for
+    T = restart_cost_s + the shorter of its shortest run (catalogue speed on the cluster's fastest GPU
+    type) and checkpoint_interval_s (the work since the last checkpoint is lost). Its n nodes (at
+    least num_gpus / the largest node) fail at rate n / mtbf, so a stretch of T needs on average
+    exp(T n / mtbf) attempts; more than :data:`FAILURE_MAX_TRIES` is refused. The run ends only when
+    every tracked job has finished, so one such job is enough to make it run for ever."""
+    f = m.failures
+    if not f.mtbf_h:
+        return
+    from gpusched_env.catalog import GPUS, model_spec
+
+    fastest = max(GPUS[t].speed for t in topo.gpu_types)
+    per_node = topo.max_gpus_per_node
+    worst: tuple[float, Job, int, float, float] | None = None
+    for j in jobs:
+        if not j.tracked:
+            continue
+        run_s = j.work_iters * model_spec(j.model).base_iter_s / fastest
+        cost = m.restart_cost_s
+        stretch = min(cost + run_s, f.checkpoint_interval_s * (math.floor(cost / f.checkpoint_interval_s) + 1))
+        nodes = -(-j.num_gpus // per_node)
+        x = stretch * nodes / (f.mtbf_h * 3600.0)  # expected attempts: exp(x)
+        if worst is None or x > worst[0]:
+            worst = (x, j, nodes, stretch, run_s)
+    if worst is None or worst[0] <= math.log(FAILURE_MAX_TRIES):
+        return
+    x, j, nodes, stretch, run_s = worst
+    need_h = stretch * nodes / 3600.0 / math.log(FAILURE_MAX_TRIES)
+    raise ConfigError(
+        f"scenario.model.failures.mtbf_h: {f.mtbf_h:g} h leaves job {j.job_id} of {where} ({j.num_gpus} GPU(s) on "
+        f">= {nodes} node(s)) practically no chance to finish: it keeps progress only after {stretch:.0f} s "
+        f"without a failure of its nodes (restart_cost_s {m.restart_cost_s:g} s + the shorter of its shortest "
+        f"run, {run_s:.0f} s, and checkpoint_interval_s, {f.checkpoint_interval_s:g} s), and its nodes fail "
+        f"every {f.mtbf_h * 3600.0 / nodes:.0f} s on average, so it needs about e^{x:.1f} attempts (at most "
+        f"{FAILURE_MAX_TRIES:g} allowed); set mtbf_h >= {need_h:.3g}, or a shorter checkpoint_interval_s")
+
+
 def run_rngs(seed: int) -> dict[str, np.random.Generator]:
     """The run's generators, all children of one ``SeedSequence(seed)``: workload, simulator, policy."""
     ss = np.random.SeedSequence(seed)
@@ -298,8 +365,9 @@ def build_workloads(scn: Scenario, seed: int, topology: Topology | None = None) 
     sources = (["scenario.workload.jobs"] if w.kind == "inline" else
                [f"scenario {scn.name} (synthetic_philly)"] if w.kind == "synthetic_philly" else
                [str(data_path(p)) for p in w.paths[: len(out)]] if w.kind == "pal" else [str(data_path(w.paths[0]))])
-    for (_, jobs), where in zip(out, sources, strict=True):
+    for i, ((_, jobs), where) in enumerate(zip(out, sources, strict=True)):
         check_jobs(jobs, topo, scn.cluster.max_jobs_per_gpu, where)
+        check_failures(jobs, topo, scn.model_for(i), where)
     return out
 
 
