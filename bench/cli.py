@@ -48,7 +48,7 @@ from bench.runner import (
 from gpusched_env.cluster.watch import RunLimits, RunProgress
 from gpusched_env.config_util import ConfigError
 from gpusched_env.data import DataMissing
-from gpusched_env.scenario import CONF_DIR, Scenario, build_workloads, load_scenario
+from gpusched_env.scenario import CONF_DIR, Scenario, build_workloads, load_scenario, override_hint
 from gpusched_env.workload.errors import TraceError
 
 PROJECT_ERRORS = (ConfigError, TraceError, DataMissing)
@@ -382,6 +382,14 @@ def _main(cfg: DictConfig) -> None:
         raise SystemExit(130) from None
 
 
+def _scenario_arg(argv: list[str]) -> str:
+    """The scenario named on the command line (the first of a sweep), else conf/bench.yaml's default."""
+    for arg in reversed(argv):
+        if arg.startswith("scenario="):
+            return arg.split("=", 1)[1].split(",")[0]
+    return "synthetic_philly"
+
+
 def main() -> None:
     """Entry point: Hydra's own errors (a bad override, an out_dir it cannot create) are one line and
     exit code 2 as well; anything else (a bug) keeps its traceback."""
@@ -392,7 +400,7 @@ def main() -> None:
     try:
         _main()
     except (HydraException, OmegaConfBaseException) as e:
-        fail(str(e))
+        fail(override_hint(str(e), _scenario_arg(sys.argv[1:])) or str(e))
     except OSError as e:
         if e.filename is None or isinstance(e, DataMissing):
             raise

@@ -134,6 +134,13 @@ class Scenario:
         return None if rs is None else float(rs)
 
 
+CLUSTER_DEFAULTS = ["/scenario_defaults/cluster@_here_", "_self_"]
+"""The ``defaults`` list of a cluster scenario file: Hydra composes every ``scenario.model`` key's
+default (conf/scenario_defaults/cluster.yaml, generated from the dataclasses) under the scenario, so
+that ``scenario.model.KEY=VALUE`` works for every key. Read without Hydra, the list is dropped: the
+dataclasses hold the same defaults."""
+
+
 def load_scenario(name_or_cfg: str | dict[str, Any], overrides: dict[str, Any] | None = None) -> Scenario:
     """A scenario by name (``conf/scenario/NAME.yaml``) or from an already-resolved mapping."""
     if isinstance(name_or_cfg, str):
@@ -145,11 +152,34 @@ def load_scenario(name_or_cfg: str | dict[str, Any], overrides: dict[str, Any] |
         cfg.setdefault("name", name_or_cfg)
     else:
         cfg = dict(name_or_cfg)
+    if "defaults" in cfg:
+        d = cfg.pop("defaults")
+        _need(d == CLUSTER_DEFAULTS, "scenario.defaults", f"{CLUSTER_DEFAULTS} (the model defaults) or absent", d)
     for key, value in (overrides or {}).items():
         cfg[key] = value
     scn = from_dict(Scenario, cfg, "scenario")
     check_scenario(scn)
     return scn
+
+
+def override_hint(message: str, scenario: str) -> str | None:
+    """A one-line explanation of Hydra's "Could not override 'scenario.KEY'" for scenario file
+    ``scenario`` when KEY is a cluster-level key and the scenario is of another level (device,
+    pipeline), which has no such key; None when that is not the case."""
+    import re
+
+    m = re.search(r"Could not override '(scenario\.([a-z_]+)[^']*)'", message)
+    path = CONF_DIR / "scenario" / f"{scenario}.yaml"
+    if m is None or not path.is_file():
+        return None
+    raw = yaml.safe_load(path.read_text()) or {}
+    level = str(raw.get("level", "cluster"))
+    top = m.group(2)
+    if level == "cluster" or top in raw or top not in {f.name for f in dataclasses.fields(Scenario)}:
+        return None
+    return (f"{m.group(1)}: scenario {scenario} is a {level}-level scenario; scenario.{top} is a key of "
+            f"cluster-level scenarios (the cluster simulator's), which {level}-level runs do not read; "
+            f"{scenario}'s keys are {sorted(k for k in raw if k != 'defaults')}")
 
 
 def _need(ok: bool, key: str, allowed: str, value: Any) -> None:

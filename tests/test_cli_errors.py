@@ -70,7 +70,7 @@ CASES = [
     (["policies=[nope]"], "policies: nope: unknown policy 'nope'"),
     (["policies=[agent]"], "policies: policy 'agent' needs agent_path=FILE"),
     (["workloads=[3]"], "workloads: indices [3] out of range"),
-    (["+scenario.model.failures={mtbf_h: 0}"], "scenario.model.failures.mtbf_h: must be > 0 hours"),
+    (["scenario.model.failures.mtbf_h=0"], "scenario.model.failures.mtbf_h: must be > 0 hours"),
     (["seed=[0]"], "Could not override 'seed'"),
 ]
 

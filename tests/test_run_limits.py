@@ -160,3 +160,19 @@ def test_wall_limit_and_progress_reports(monkeypatch: pytest.MonkeyPatch) -> Non
             assert all(p.jobs == 40 and 0 <= p.finished <= 40 for p in ps)
             assert [p.sim_s for p in ps] == sorted(p.sim_s for p in ps)
             assert [p.finished for p in ps] == sorted(p.finished for p in ps)
+
+
+@pytest.mark.parametrize(("args", "start"), [
+    (["policies=[gandiva]", "scenario.model.sharing.count_slowdown=[nan]"],
+     "scenario.model.sharing.count_slowdown[0]: must be a finite number"),
+    (["scenario.model.failures.mtbf_h=0.01"], "scenario.model.failures.mtbf_h: 0.01 h leaves job 0 of scenario"),
+    (["max_events_per_job=0"], "max_events_per_job: must be an integer >= 1 or null"),
+    (["max_wall_s=-1"], "max_wall_s: must be a finite number of seconds > 0 or null"),
+    (["policies=[las]", "max_events_per_job=1"], "max_events_per_job: las seed 0 on synthetic_small stopped at"),
+])
+def test_bench_cli_one_line_errors(args: list[str], start: str, tmp_path, capsys, monkeypatch) -> None:
+    from tests.test_cli_errors import BASE, one_line_error, run_main
+
+    code, _, err = run_main([*BASE, f"out_dir={tmp_path / 'o'}", *args], capsys, monkeypatch)
+    assert one_line_error(code, err).startswith(f"gpusched-bench: error: {start}")
+    assert not (tmp_path / "o" / "results.json").exists()
