@@ -105,7 +105,8 @@ def simulate(
     name, jobs, sim = build_simulator(scn, seed, workload, check)
     if limits is not None or report is not None:
         label = f"{policy.name} seed {seed} on {name}"
-        sim.watch = Watch(limits or RunLimits(None, None), sum(j.tracked for j in jobs), label, report)
+        sim.watch = Watch(limits or RunLimits(None, None), sum(j.tracked for j in jobs), label, report,
+                          all_jobs=len(jobs))
     run_policy(sim, policy)
     return name, sim.result()
 

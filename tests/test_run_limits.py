@@ -137,6 +137,8 @@ def test_watch_stops_a_run_past_its_event_budget_naming_key_and_run() -> None:
         for _ in range(10_000):
             w.instant(1.2e6, 2)
     assert w.events == 2 * watch_mod.CHECK_EVERY  # 300 allowed, noticed at the next check
+    # background jobs count in the budget (PAL: 160 tracked of 2,160), not in the progress
+    assert Watch(RunLimits(max_events_per_job=100), jobs=1, label="x", all_jobs=3).max_events == 300
 
 
 def test_wall_limit_and_progress_reports(monkeypatch: pytest.MonkeyPatch) -> None:

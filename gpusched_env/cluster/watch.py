@@ -24,7 +24,7 @@ REPORT_EVERY_S = 0.5
 class RunLimits:
     """``max_events_per_job`` and ``max_wall_s`` of conf/bench.yaml; None = no limit."""
 
-    max_events_per_job: int | None = 20_000  # event instants per job of the run
+    max_events_per_job: int | None = 20_000  # event instants per job of the run (tracked or background)
     max_wall_s: float | None = 1800.0  # wall-clock seconds per run
 
     def __post_init__(self) -> None:
@@ -52,15 +52,18 @@ class RunProgress:
 
 class Watch:
     """Counts a run's event instants, enforces ``limits`` and reports progress every ``every_s``
-    wall seconds to ``report``. ``label`` names the run in errors (e.g. ``las seed 0 on synthetic_small``)."""
+    wall seconds to ``report``. ``jobs``: the tracked jobs (progress counts them); ``all_jobs``:
+    every job, background included (the event budget; default ``jobs``). ``label`` names the run in
+    errors (e.g. ``las seed 0 on synthetic_small``)."""
 
     def __init__(
         self, limits: RunLimits, jobs: int, label: str,
         report: Callable[[RunProgress], None] | None = None, every_s: float | None = None,
+        all_jobs: int | None = None,
     ) -> None:
         self.limits, self.jobs, self.label = limits, jobs, label
         per_job = limits.max_events_per_job
-        self.max_events = None if per_job is None else per_job * max(1, jobs)
+        self.max_events = None if per_job is None else per_job * max(1, jobs if all_jobs is None else all_jobs)
         self.report = report
         self.every_s = REPORT_EVERY_S if every_s is None else every_s
         self.events = 0
