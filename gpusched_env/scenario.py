@@ -265,8 +265,11 @@ def _check_finite(value: Any, where: str) -> None:
 def _check_model(m: SimModel, where: str) -> None:
     """Range checks of one resolved model (``where``: its config key, e.g. ``scenario.model``)."""
     _check_finite(m, where)
-    for i, k in enumerate(m.sharing.count_slowdown):
-        _need(k > 0, f"{where}.sharing.count_slowdown[{i}]", "a slowdown factor > 0", k)
+    cs = m.sharing.count_slowdown
+    _need(len(cs) > 0, f"{where}.sharing.count_slowdown", "a non-empty list (slowdown of k co-located jobs, "
+          "index k-1; the last entry extrapolates)", cs)
+    for i, k in enumerate(cs):  # < 1 would extrapolate to iteration times <= 0 for larger k
+        _need(k >= 1, f"{where}.sharing.count_slowdown[{i}]", "a slowdown factor >= 1 (1 = none)", k)
     lf = m.locality.lf
     _need(math.isfinite(lf) and lf >= 1.0, f"{where}.locality.lf",
           "a finite cross-node slowdown factor >= 1 (1 = no penalty)", lf)

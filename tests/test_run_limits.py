@@ -109,7 +109,9 @@ def test_tiny_load_with_round_ticks_ends() -> None:
     ({"power": {"node_base_w": math.inf}}, r"scenario\.model\.power\.node_base_w: must be a finite"),
     ({"restart_cost_s": math.nan}, r"scenario\.model\.restart_cost_s: must be a finite"),
     ({"failures": {"mtbf_h": math.inf}}, r"scenario\.model\.failures\.mtbf_h: must be a finite"),
-    ({"sharing": {"count_slowdown": [1.0, 0.0]}}, r"scenario\.model\.sharing\.count_slowdown\[1\]: must be a slowdown"),
+    ({"sharing": {"count_slowdown": [1.0, 0.5]}}, r"scenario\.model\.sharing\.count_slowdown\[1\]: must be a slowdown "
+                                                   r"factor >= 1"),
+    ({"sharing": {"count_slowdown": []}}, r"scenario\.model\.sharing\.count_slowdown: must be a non-empty list"),
 ])
 def test_nan_and_inf_model_values_are_rejected(model: dict, key: str) -> None:
     raw = _small()
