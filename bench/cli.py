@@ -45,9 +45,10 @@ from bench.runner import (
     simulate,
     tasks_for,
 )
+from gpusched_env.cluster.watch import RunLimits, RunProgress
 from gpusched_env.config_util import ConfigError
 from gpusched_env.data import DataMissing
-from gpusched_env.scenario import CONF_DIR, Scenario, build_workloads, load_scenario
+from gpusched_env.scenario import CONF_DIR, Scenario, build_workloads, load_scenario, override_hint
 from gpusched_env.workload.errors import TraceError
 
 PROJECT_ERRORS = (ConfigError, TraceError, DataMissing)
@@ -139,6 +140,7 @@ def check_bench(cfg: DictConfig, out: Path, multirun: bool) -> tuple[Scenario, l
         unknown = [m for m in metrics if m not in known_metrics()]
         if not metrics or unknown:
             raise ConfigError(f"table_metrics: unknown metric(s) {unknown or metrics}; known: {known_metrics()}")
+    run_limits(cfg)
     scn = scenario_from_cfg(cfg)
     if cfg.policies is not None and (not OmegaConf.is_list(cfg.policies) or len(cfg.policies) == 0):
         raise ConfigError(f"policies: must be a non-empty list of policy names or null, got {cfg.policies!r}")
@@ -164,6 +166,16 @@ def check_bench(cfg: DictConfig, out: Path, multirun: bool) -> tuple[Scenario, l
 
         runner.cached_workloads(scn, seeds[0], topo)  # forked workers inherit it
     return scn, policies, seeds, tasks
+
+
+def run_limits(cfg: DictConfig) -> RunLimits:
+    """``max_events_per_job`` and ``max_wall_s`` (a ConfigError naming the key if bad)."""
+    return RunLimits(cfg.get("max_events_per_job"), cfg.get("max_wall_s"))
+
+
+def _sim_time(s: float) -> str:
+    """Simulated seconds as a short text (s, h or d)."""
+    return f"{s:.0f} s" if s < 3600 else f"{s / 3600:.1f} h" if s < 86400 else f"{s / 86400:.1f} d"
 
 
 def run_level(cfg: DictConfig, raw: dict[str, Any], console: Console, out: Path, multirun: bool) -> dict[str, Any]:
@@ -203,17 +215,32 @@ def run_bench(
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
         job = bar.add_task("simulating", total=len(tasks))
+        rows: dict[Task, Any] = {}  # a bar per running run: its tracked jobs finished, simulated time
+        finished: set[Task] = set()
 
         def done(r: TaskResult) -> None:
+            finished.add(r.task)
+            if r.task in rows:
+                bar.remove_task(rows.pop(r.task))
             bar.update(job, advance=1, description=f"{r.task.policy} seed {r.task.seed} {r.workload_name}")
             if on_done is not None:
                 on_done(r)
+
+        def moved(t: Task, p: RunProgress) -> None:
+            if t in finished:
+                return
+            if t not in rows:
+                rows[t] = bar.add_task("", total=p.jobs)
+            name = scn.workload_names[t.workload]
+            bar.update(rows[t], completed=p.finished,
+                       description=f"  {t.policy} seed {t.seed} {name}: simulated {_sim_time(p.sim_s)}, jobs")
 
         interrupted = False
         try:
             with _sigterm_as_interrupt():
                 results = run_tasks(scn, tasks, workers=int(cfg.workers), agent_path=cfg.agent_path,
-                                    check=bool(cfg.check_invariants), on_done=done)
+                                    check=bool(cfg.check_invariants), on_done=done, limits=run_limits(cfg),
+                                    on_progress=moved)
         except Interrupted as e:
             results, interrupted = e.done, True
     wall = time.perf_counter() - t0
@@ -355,6 +382,14 @@ def _main(cfg: DictConfig) -> None:
         raise SystemExit(130) from None
 
 
+def _scenario_arg(argv: list[str]) -> str:
+    """The scenario named on the command line (the first of a sweep), else conf/bench.yaml's default."""
+    for arg in reversed(argv):
+        if arg.startswith("scenario="):
+            return arg.split("=", 1)[1].split(",")[0]
+    return "synthetic_philly"
+
+
 def main() -> None:
     """Entry point: Hydra's own errors (a bad override, an out_dir it cannot create) are one line and
     exit code 2 as well; anything else (a bug) keeps its traceback."""
@@ -365,7 +400,7 @@ def main() -> None:
     try:
         _main()
     except (HydraException, OmegaConfBaseException) as e:
-        fail(str(e))
+        fail(override_hint(str(e), _scenario_arg(sys.argv[1:])) or str(e))
     except OSError as e:
         if e.filename is None or isinstance(e, DataMissing):
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +13,7 @@ import numpy as np
 
 from agents.policies import make_policy
 from gpusched_env.cluster.build import Workload, shared_cache, simulate, with_run_time
+from gpusched_env.cluster.watch import RunLimits, RunProgress
 from gpusched_env.config_util import ConfigError
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import Scenario
@@ -43,10 +44,33 @@ def cached_workloads(scn: Scenario, seed: int, topo: Topology | None = None) -> 
     return shared_cache(scn).all(seed)
 
 
-def run_task(scn: Scenario, task: Task, agent_path: str | None, check: bool, keep_series: bool) -> TaskResult:
+_PROGRESS: Any = None  # worker processes: the queue their runs' progress goes to (see _iter_results)
+
+
+def _init_worker(progress: Any) -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle; progress goes to ``progress``."""
+    global _PROGRESS
+    _ignore_sigint()
+    if progress is not None:
+        progress.cancel_join_thread()  # progress not yet sent may be dropped: never blocks the exit
+    _PROGRESS = progress
+
+
+def run_task(
+    scn: Scenario, task: Task, agent_path: str | None, check: bool, keep_series: bool,
+    limits: RunLimits | None = None, report: Callable[[Task, RunProgress], None] | None = None,
+) -> TaskResult:
     t0 = time.perf_counter()
     policy = make_policy(task.policy, scn, task.seed, agent_path, workload=task.workload)
-    name, result = simulate(scn, policy, task.seed, task.workload, check)
+    queue = _PROGRESS
+    on: Callable[[RunProgress], None] | None = None
+    if report is not None:
+        def on(p: RunProgress) -> None:
+            report(task, p)
+    elif queue is not None:
+        def on(p: RunProgress) -> None:
+            queue.put((task, p))
+    name, result = simulate(scn, policy, task.seed, task.workload, check, limits, on)
     wall = time.perf_counter() - t0
     tl = None
     if keep_series and result.timeline is not None:
@@ -84,14 +108,18 @@ def run_tasks(
     check: bool = False,
     keep_series: bool = True,
     on_done: Callable[[TaskResult], None] | None = None,
+    limits: RunLimits | None = None,
+    on_progress: Callable[[Task, RunProgress], None] | None = None,
 ) -> list[TaskResult]:
     """Run every task (in ``workers`` processes when > 1); results come back in task order.
+    ``limits`` stop a run that goes on too long (RunLimitExceeded); ``on_progress`` gets each
+    running task's progress (simulated time, jobs finished) about twice a second.
 
     On Ctrl-C (KeyboardInterrupt) the workers are stopped and :class:`Interrupted` carries the
     results of the tasks that finished."""
     results: dict[Task, TaskResult] = {}
     try:
-        for r in _iter_results(scn, tasks, workers, agent_path, check, keep_series):
+        for r in _iter_results(scn, tasks, workers, agent_path, check, keep_series, limits, on_progress):
             results[r.task] = r
             if on_done:
                 on_done(r)
@@ -116,21 +144,35 @@ def _ignore_sigint() -> None:
 
 
 def _iter_results(
-    scn: Scenario, tasks: list[Task], workers: int, agent_path: str | None, check: bool, keep: bool
+    scn: Scenario, tasks: list[Task], workers: int, agent_path: str | None, check: bool, keep: bool,
+    limits: RunLimits | None = None, on_progress: Callable[[Task, RunProgress], None] | None = None,
 ) -> Iterator[TaskResult]:
     if workers <= 1 or len(tasks) <= 1:
         for t in tasks:
-            yield run_task(scn, t, agent_path, check, keep)
+            yield run_task(scn, t, agent_path, check, keep, limits, on_progress)
         return
+    import multiprocessing
+    import queue
+
     from baselines import prepare_policies
 
     # import what the policies need once, before the workers fork (saves each worker the import)
     prepare_policies(list(dict.fromkeys(t.policy for t in tasks)))
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    ctx = multiprocessing.get_context()
+    progress = ctx.Queue() if on_progress is not None else None
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(progress,))
     try:
-        futures = [pool.submit(run_task, scn, t, agent_path, check, keep) for t in tasks]
-        for f in as_completed(futures):
-            yield f.result()
+        left = {pool.submit(run_task, scn, t, agent_path, check, keep, limits) for t in tasks}
+        while left:
+            done, left = wait(left, timeout=0.25, return_when=FIRST_COMPLETED)
+            while progress is not None and on_progress is not None:
+                try:
+                    task, p = progress.get_nowait()
+                except queue.Empty:
+                    break
+                on_progress(task, p)
+            for f in done:
+                yield f.result()
     except BaseException:
         procs = list(getattr(pool, "_processes", {}).values())  # no public way to stop running tasks
         pool.shutdown(wait=False, cancel_futures=True)

@@ -1,7 +1,8 @@
 """Where the shared data folder lives, and the manifest of its public files.
 
-Lookup order (docs/NAMES.md): ``$GPUSCHED_DATA`` if set, else ``<repo root>/../shared/data``, else the
-user cache ``~/.cache/gpusched/data`` (filled by ``gpusched-data download``). The manifest below holds
+Lookup order (docs/NAMES.md): ``$GPUSCHED_DATA`` if set, else ``<repo root>/../shared/data`` (in a
+checkout only), else the user cache ``~/.cache/gpusched/data`` (filled by ``gpusched-data download``).
+An installed wheel has no repository root, so it uses the user cache by default. The manifest below holds
 the facts of the data folder's MANIFEST.csv (origin, size, SHA-256, licence of every file), so the
 download command needs nothing but this module.
 """
@@ -39,6 +40,12 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+def in_checkout() -> bool:
+    """True when the package runs from a source checkout (the repository root holds pyproject.toml);
+    False for an installed wheel, whose parent folder is ``site-packages``."""
+    return (repo_root() / "pyproject.toml").is_file()
+
+
 def shared_dir() -> Path:
     """``<repo root>/../shared/data``."""
     return repo_root().parent / "shared" / "data"
@@ -61,7 +68,9 @@ def search_dirs() -> list[Path]:
     env = os.environ.get(ENV_VAR)
     if env:
         dirs.append(Path(env).expanduser())
-    dirs += [shared_dir(), cache_dir()]
+    if in_checkout():
+        dirs.append(shared_dir())
+    dirs.append(cache_dir())
     return dirs
 
 
@@ -70,11 +79,14 @@ def _has_files(d: Path) -> bool:
 
 
 def data_dir() -> Path:
-    """The data folder: ``$GPUSCHED_DATA`` if set, else ``../shared/data`` if present, else the user
-    cache if it holds any manifest file, else ``../shared/data`` (which then does not exist)."""
+    """The data folder: ``$GPUSCHED_DATA`` if set; outside a checkout (an installed wheel) the user
+    cache; in a checkout ``../shared/data`` if present, else the user cache if it holds any manifest
+    file, else ``../shared/data`` (which then does not exist)."""
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser()
+    if not in_checkout():
+        return cache_dir()
     if shared_dir().is_dir():
         return shared_dir()
     if _has_files(cache_dir()):

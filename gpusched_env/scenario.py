@@ -7,6 +7,7 @@ jobs for one seed, from the one ``SeedSequence`` of that run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +134,13 @@ class Scenario:
         return None if rs is None else float(rs)
 
 
+CLUSTER_DEFAULTS = ["/scenario_defaults/cluster@_here_", "_self_"]
+"""The ``defaults`` list of a cluster scenario file: Hydra composes every ``scenario.model`` key's
+default (conf/scenario_defaults/cluster.yaml, generated from the dataclasses) under the scenario, so
+that ``scenario.model.KEY=VALUE`` works for every key. Read without Hydra, the list is dropped: the
+dataclasses hold the same defaults."""
+
+
 def load_scenario(name_or_cfg: str | dict[str, Any], overrides: dict[str, Any] | None = None) -> Scenario:
     """A scenario by name (``conf/scenario/NAME.yaml``) or from an already-resolved mapping."""
     if isinstance(name_or_cfg, str):
@@ -144,11 +152,34 @@ def load_scenario(name_or_cfg: str | dict[str, Any], overrides: dict[str, Any] |
         cfg.setdefault("name", name_or_cfg)
     else:
         cfg = dict(name_or_cfg)
+    if "defaults" in cfg:
+        d = cfg.pop("defaults")
+        _need(d == CLUSTER_DEFAULTS, "scenario.defaults", f"{CLUSTER_DEFAULTS} (the model defaults) or absent", d)
     for key, value in (overrides or {}).items():
         cfg[key] = value
     scn = from_dict(Scenario, cfg, "scenario")
     check_scenario(scn)
     return scn
+
+
+def override_hint(message: str, scenario: str) -> str | None:
+    """A one-line explanation of Hydra's "Could not override 'scenario.KEY'" for scenario file
+    ``scenario`` when KEY is a cluster-level key and the scenario is of another level (device,
+    pipeline), which has no such key; None when that is not the case."""
+    import re
+
+    m = re.search(r"Could not override '(scenario\.([a-z_]+)[^']*)'", message)
+    path = CONF_DIR / "scenario" / f"{scenario}.yaml"
+    if m is None or not path.is_file():
+        return None
+    raw = yaml.safe_load(path.read_text()) or {}
+    level = str(raw.get("level", "cluster"))
+    top = m.group(2)
+    if level == "cluster" or top in raw or top not in {f.name for f in dataclasses.fields(Scenario)}:
+        return None
+    return (f"{m.group(1)}: scenario {scenario} is a {level}-level scenario; scenario.{top} is a key of "
+            f"cluster-level scenarios (the cluster simulator's), which {level}-level runs do not read; "
+            f"{scenario}'s keys are {sorted(k for k in raw if k != 'defaults')}")
 
 
 def _need(ok: bool, key: str, allowed: str, value: Any) -> None:
@@ -212,8 +243,33 @@ def check_scenario(scn: Scenario) -> None:
             _need(isinstance(rs, (int, float)) and rs > 0, f"scenario.policies.{name}.round_s", "> 0 seconds", rs)
 
 
+def _check_finite(value: Any, where: str) -> None:
+    """Every number in ``value`` (a config dataclass, list or mapping, walked recursively) is finite:
+    a NaN or infinity in a model key is a ConfigError naming it (such a value reaches the event
+    queue as a NaN time, and the run never ends)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, (int, float)):
+        _need(math.isfinite(value), where, "a finite number (not nan or inf)", value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _check_finite(getattr(value, f.name), f"{where}.{f.name}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, f"{where}.{k}")
+
+
 def _check_model(m: SimModel, where: str) -> None:
     """Range checks of one resolved model (``where``: its config key, e.g. ``scenario.model``)."""
+    _check_finite(m, where)
+    cs = m.sharing.count_slowdown
+    _need(len(cs) > 0, f"{where}.sharing.count_slowdown", "a non-empty list (slowdown of k co-located jobs, "
+          "index k-1; the last entry extrapolates)", cs)
+    for i, k in enumerate(cs):  # < 1 would extrapolate to iteration times <= 0 for larger k
+        _need(k >= 1, f"{where}.sharing.count_slowdown[{i}]", "a slowdown factor >= 1 (1 = none)", k)
     lf = m.locality.lf
     _need(math.isfinite(lf) and lf >= 1.0, f"{where}.locality.lf",
           "a finite cross-node slowdown factor >= 1 (1 = no penalty)", lf)
@@ -273,6 +329,50 @@ def check_jobs(jobs: list[Job], topo: Topology, max_jobs_per_gpu: int, where: st
                               f"{f' of type {j.gpu_type}' if j.gpu_type else ''}; the cluster has {n_ok}")
 
 
+FAILURE_MAX_TRIES = 1000.0
+"""choice: most expected attempts a job may need to get one failure-free stretch (see check_failures)."""
+
+
+def check_failures(jobs: list[Job], topo: Topology, m: SimModel, where: str) -> None:
+    """A failure rate at which some tracked job would (almost) never finish is a ConfigError.
+
+    A job keeps progress only once it has run without a failure of any of its nodes for
+    T = restart_cost_s + the shorter of its shortest run (catalogue speed on the cluster's fastest GPU
+    type) and checkpoint_interval_s (the work since the last checkpoint is lost). Its n nodes (at
+    least num_gpus / the largest node) fail at rate n / mtbf, so a stretch of T needs on average
+    exp(T n / mtbf) attempts; more than :data:`FAILURE_MAX_TRIES` is refused. The run ends only when
+    every tracked job has finished, so one such job is enough to make it run for ever."""
+    f = m.failures
+    if not f.mtbf_h:
+        return
+    from gpusched_env.catalog import GPUS, model_spec
+
+    fastest = max(GPUS[t].speed for t in topo.gpu_types)
+    per_node = topo.max_gpus_per_node
+    worst: tuple[float, Job, int, float, float] | None = None
+    for j in jobs:
+        if not j.tracked:
+            continue
+        run_s = j.work_iters * model_spec(j.model).base_iter_s / fastest
+        cost = m.restart_cost_s
+        stretch = min(cost + run_s, f.checkpoint_interval_s * (math.floor(cost / f.checkpoint_interval_s) + 1))
+        nodes = -(-j.num_gpus // per_node)
+        x = stretch * nodes / (f.mtbf_h * 3600.0)  # expected attempts: exp(x)
+        if worst is None or x > worst[0]:
+            worst = (x, j, nodes, stretch, run_s)
+    if worst is None or worst[0] <= math.log(FAILURE_MAX_TRIES):
+        return
+    x, j, nodes, stretch, run_s = worst
+    need_h = stretch * nodes / 3600.0 / math.log(FAILURE_MAX_TRIES)
+    raise ConfigError(
+        f"scenario.model.failures.mtbf_h: {f.mtbf_h:g} h leaves job {j.job_id} of {where} ({j.num_gpus} GPU(s) on "
+        f">= {nodes} node(s)) practically no chance to finish: it keeps progress only after {stretch:.0f} s "
+        f"without a failure of its nodes (restart_cost_s {m.restart_cost_s:g} s + the shorter of its shortest "
+        f"run, {run_s:.0f} s, and checkpoint_interval_s, {f.checkpoint_interval_s:g} s), and its nodes fail "
+        f"every {f.mtbf_h * 3600.0 / nodes:.0f} s on average, so it needs about e^{x:.1f} attempts (at most "
+        f"{FAILURE_MAX_TRIES:g} allowed); set mtbf_h >= {need_h:.3g}, or a shorter checkpoint_interval_s")
+
+
 def run_rngs(seed: int) -> dict[str, np.random.Generator]:
     """The run's generators, all children of one ``SeedSequence(seed)``: workload, simulator, policy."""
     ss = np.random.SeedSequence(seed)
@@ -298,8 +398,9 @@ def build_workloads(scn: Scenario, seed: int, topology: Topology | None = None) 
     sources = (["scenario.workload.jobs"] if w.kind == "inline" else
                [f"scenario {scn.name} (synthetic_philly)"] if w.kind == "synthetic_philly" else
                [str(data_path(p)) for p in w.paths[: len(out)]] if w.kind == "pal" else [str(data_path(w.paths[0]))])
-    for (_, jobs), where in zip(out, sources, strict=True):
+    for i, ((_, jobs), where) in enumerate(zip(out, sources, strict=True)):
         check_jobs(jobs, topo, scn.cluster.max_jobs_per_gpu, where)
+        check_failures(jobs, topo, scn.model_for(i), where)
     return out
 
 

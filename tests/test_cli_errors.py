@@ -70,7 +70,7 @@ CASES = [
     (["policies=[nope]"], "policies: nope: unknown policy 'nope'"),
     (["policies=[agent]"], "policies: policy 'agent' needs agent_path=FILE"),
     (["workloads=[3]"], "workloads: indices [3] out of range"),
-    (["+scenario.model.failures={mtbf_h: 0}"], "scenario.model.failures.mtbf_h: must be > 0 hours"),
+    (["scenario.model.failures.mtbf_h=0"], "scenario.model.failures.mtbf_h: must be > 0 hours"),
     (["seed=[0]"], "Could not override 'seed'"),
 ]
 
@@ -171,6 +171,22 @@ def test_error_printed_once_with_worker_processes(tmp_path):
     assert "scenario.model.locality.lf" in line and err.count("locality.lf") == 1
 
 
+def test_check_out_dir_refuses_results_in_multirun_unless_overwrite(tmp_path):
+    """The rule test_multirun_jobs_never_overwrite checks end to end (3 sweeps, marked slow)."""
+    from bench.cli import check_out_dir
+    from gpusched_env.config_util import ConfigError
+
+    out = tmp_path / "job0"
+    check_out_dir(out, overwrite=False, multirun=True)  # created, writable
+    (out / "results.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"^out_dir: .*job0 already holds results\.json .*overwrite=true"):
+        check_out_dir(out, overwrite=False, multirun=True)
+    check_out_dir(out, overwrite=True, multirun=True)
+    check_out_dir(out, overwrite=False, multirun=False)  # a single run replaces its own results
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]  # the write probe is gone
+
+
+@pytest.mark.slow  # fast: test_check_out_dir_refuses_results_in_multirun_unless_overwrite, test_multirun_shared_folder_is_refused
 def test_multirun_jobs_never_overwrite(tmp_path):
     out = tmp_path / "x"
     args = ["-m", "scenario=synthetic_small", "policies=[fifo]", "seeds=[0],[1]", "workers=1", "plots=false",

@@ -188,6 +188,26 @@ def test_data_dir_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert gdata.data_dir() == tmp_path / "env"
 
 
+def test_installed_wheel_defaults_to_the_user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a checkout (no pyproject.toml at the package's parent, as in site-packages) the data
+    folder is the user cache, never ``site-packages/../shared/data``."""
+    monkeypatch.delenv(gdata.ENV_VAR, raising=False)
+    site = tmp_path / "lib" / "python3.11" / "site-packages"
+    (site.parent / "shared" / "data").mkdir(parents=True)  # even where such a folder happens to exist
+    monkeypatch.setattr(gdata, "repo_root", lambda: site)
+    monkeypatch.setattr(gdata, "cache_dir", lambda: tmp_path / "cache")
+    assert not gdata.in_checkout()
+    assert gdata.data_dir() == tmp_path / "cache"
+    assert gdata.search_dirs() == [tmp_path / "cache"]
+    with pytest.raises(gdata.DataMissing, match="gpusched-data download") as info:
+        gdata.data_path("traces/philly/philly.csv")
+    assert "shared" not in str(info.value)
+    (site / "pyproject.toml").parent.mkdir(parents=True)
+    (site / "pyproject.toml").write_text("")  # a checkout: its ../shared/data comes first
+    assert gdata.in_checkout()
+    assert gdata.data_dir() == site.parent / "shared" / "data"
+
+
 def test_source_url_and_manifest_facts() -> None:
     e = gdata.manifest_entry("calibration/cluster-summaries/helios_cluster_summary.csv")
     assert gdata.source_url(e) == (

@@ -28,6 +28,7 @@ def test_wheel_install_runs_bench_outside_repo(tmp_path: Path) -> None:
     (wheel,) = dist.glob("gpusched-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "gpusched_env/conf/bench.yaml" in names and "gpusched_env/conf/scenario/synthetic_small.yaml" in names
+    assert "gpusched_env/conf/scenario_defaults/cluster.yaml" in names  # every cluster scenario composes it
     assert "gpusched_env/conf/real/config.yaml" in names and "gpusched_env/conf/train.yaml" in names
     assert "gpusched_env/conf/hydra/launcher/local_joblib.yaml" in names
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 
 from gpusched_env.cluster.simulator import Simulator
+from gpusched_env.cluster.watch import RunLimits, RunProgress, Watch
 from gpusched_env.data import data_path
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult
@@ -125,10 +127,17 @@ def build_simulator(
 
 
 def simulate(
-    scn: Scenario, policy: Policy, seed: int, workload: int = 0, check: bool = False
+    scn: Scenario, policy: Policy, seed: int, workload: int = 0, check: bool = False,
+    limits: RunLimits | None = None, report: Callable[[RunProgress], None] | None = None,
 ) -> tuple[str, RunResult]:
-    """One deterministic simulation; returns (workload name, result)."""
-    name, _, sim = build_simulator(scn, seed, workload, check)
+    """One deterministic simulation; returns (workload name, result). With ``limits`` a run past
+    them stops with :class:`~gpusched_env.cluster.watch.RunLimitExceeded`; ``report`` gets its
+    progress about twice a second."""
+    name, jobs, sim = build_simulator(scn, seed, workload, check)
+    if limits is not None or report is not None:
+        label = f"{policy.name} seed {seed} on {name}"
+        sim.watch = Watch(limits or RunLimits(None, None), sum(j.tracked for j in jobs), label, report,
+                          all_jobs=len(jobs))
     run_policy(sim, policy)
     return name, sim.result()
 

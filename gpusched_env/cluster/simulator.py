@@ -23,6 +23,7 @@ from gpusched_env.cluster.model import SimModel
 from gpusched_env.cluster.processes import Stragglers, drift_process, failure_process
 from gpusched_env.cluster.speed import DataParallelSpeed
 from gpusched_env.cluster.variability import sample_factors
+from gpusched_env.cluster.watch import Watch
 from gpusched_env.device.analytic import AnalyticDevice
 from gpusched_env.device.kernel_device import KernelDevice
 from gpusched_env.device.model import DeviceModel
@@ -41,6 +42,9 @@ from gpusched_env.run_rules import (
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, Job, JobRecord
 from gpusched_env.view import ClusterView, JobProgress, readonly
+
+_EXACT_TICKS = 10_000
+"""Idle round ticks skipped by repeated addition (as the ticks themselves add); more by one product."""
 
 
 @dataclass
@@ -115,7 +119,9 @@ class Simulator:
         self._stall = StallCounter()
         self.deadlocked = False
         self._first_arrival = self.jobs[0].arrival_s if self.jobs else 0.0
+        self._next_arrival_s = self._first_arrival  # time of the next arrival still to come
         self._arrivals_done = False
+        self.watch: Watch | None = None  # limits and progress of the run (gpusched_env.cluster.watch)
         self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # -- set-up ------------------------------------------------------------------------------
@@ -173,6 +179,8 @@ class Simulator:
             self._trigger = False
             while env.peek() == t:
                 env.step()
+            if self.watch is not None:
+                self.watch.instant(t, self._tracked_left)
             self._check()
             if self._trigger:
                 if self.runs:  # something runs: not a stall (the common case, without a snapshot)
@@ -383,6 +391,7 @@ class Simulator:
             i += 1
         self._trigger |= self._events
         if i < len(jobs):
+            self._next_arrival_s = jobs[i].arrival_s
             self.env.timeout(jobs[i].arrival_s - self.env.now).callbacks.append(lambda _e: self._arrive(i))
         else:
             self._arrivals_done = True
@@ -391,9 +400,35 @@ class Simulator:
         env = self.env
         if self.jobs:
             yield env.timeout(self.jobs[0].arrival_s)
+        skip = not self.model.failures.mtbf_h  # a failure or repair is a decision point of its own
         while True:
             self._trigger = True
-            yield env.timeout(round_s)
+            idle = skip and not self.runs and not self.state.pending and not self._arrivals_done
+            yield env.timeout(self._idle_ticks(round_s) if idle else round_s)
+
+    def _idle_ticks(self, round_s: float) -> float:
+        """The delay to the last tick at or before the next arrival, on an idle cluster (nothing runs,
+        nothing waits, no failures): the ticks in between see the same empty cluster and can change
+        nothing, so they are skipped; the last one is kept (a round-based policy sees the same
+        time since its last round at the arrival). Tick times are the same float sums as one tick
+        at a time; past :data:`_EXACT_TICKS` skipped ticks, the product instead."""
+        now, nxt = float(self.env.now), self._next_arrival_s
+        t, n = now, 0
+        while n < _EXACT_TICKS and t + round_s <= nxt:
+            t += round_s
+            n += 1
+        if n == _EXACT_TICKS:
+            t += math.floor((nxt - t) / round_s) * round_s
+            while t > nxt:
+                t -= round_s
+        if n < 2 or t <= now:
+            return round_s
+        delay = t - now
+        while now + delay < t:  # env.timeout(delay) fires at now + delay: hit t exactly
+            delay = math.nextafter(delay, math.inf)
+        while now + delay > t:
+            delay = math.nextafter(delay, -math.inf)
+        return delay
 
     # -- process hooks (gpusched_env.cluster.processes.Host) ---------------------------------
     def set_straggle(self, g: int, factor: float) -> None:
