@@ -355,7 +355,7 @@ def _train(cfg: DictConfig, out: Path, plan: Plan, sel: Any) -> dict[str, Any]:
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecNormalize
 
     from agents.train_callbacks import Progress, SigintStop, StopRequest
-    from bench.report import write_atomic, write_json_atomic
+    from gpusched_env.atomic import write_atomic, write_json_atomic
 
     eid, scn, kwargs, algo, n_envs, resumed = plan.eid, plan.scn, plan.kwargs, plan.algo, plan.n_envs, plan.resumed
     masked = algo == "maskable_ppo"
@@ -487,7 +487,7 @@ def _save_hydra_files(cfg: DictConfig, out: Path) -> None:
     before them). Nothing outside a Hydra run."""
     from hydra.core.hydra_config import HydraConfig
 
-    from bench.report import write_atomic
+    from gpusched_env.atomic import write_atomic
 
     if not HydraConfig.initialized():
         return
