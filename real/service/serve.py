@@ -345,7 +345,7 @@ class Service:
         if st is not None and all(s[0] == EXITED and s[1] == 0 and not s[2] for s in st):
             self._finish_state(row, "finished", "exit 0", None)
         else:
-            self.requeue(row, why, preempted=why == "preempted")
+            self.requeue(row, why, preempted=True)
 
     # -- deciding ------------------------------------------------------------------------------
     def build(self, rows: list[JobRow], now_wall: float) -> tuple[ClusterState, ClusterView]:
