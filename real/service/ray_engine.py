@@ -69,11 +69,15 @@ def node_devices(resources: dict[str, float]) -> tuple[int, str]:
 class RayEngine:
     """The engine on a Ray cluster (see the module docstring). Node names are Ray node ids (12 hex)."""
 
-    def __init__(self, out_dir: str | Path, address: str | None = None) -> None:
+    def __init__(self, out_dir: str | Path, address: str | None = None, embedded_devices: int | None = None) -> None:
+        """``address``: join that cluster; None: start an embedded one on this machine, with
+        ``embedded_devices`` CPU stand-in devices (None: its GPUs)."""
         self.out = Path(out_dir).resolve()
         self.owns_ray = not ray.is_initialized()
         if self.owns_ray:
-            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False)
+            res = {DEVICES_RESOURCE: float(embedded_devices)} if address is None and embedded_devices else None
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
+                     resources=res)
         self.tag = hashlib.sha1(str(self.out).encode()).hexdigest()[:8]  # one set of agents per service folder
         self.agents: dict[str, Any] = {}
         self.infos: dict[str, NodeInfo] = {}

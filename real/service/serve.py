@@ -89,7 +89,7 @@ def build_engine(cfg: ServeConfig) -> Engine:
     if cfg.engine == "ray":
         from real.service.ray_engine import RayEngine
 
-        return RayEngine(cfg.out_dir, cfg.ray_address)
+        return RayEngine(cfg.out_dir, cfg.ray_address, cfg.devices_per_node if cfg.device_kind == "cpu" else None)
     return LocalEngine(cfg.out_dir, cfg.nodes, cfg.devices_per_node, cfg.device_kind)
 
 
