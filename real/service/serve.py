@@ -242,6 +242,9 @@ class Service:
         return out
 
     def check(self, row: JobRow) -> bool:
+        if not row.placement:  # cannot happen through launch(); a hand-edited queue, say
+            self.requeue(row, "running without a placement", lost=True)
+            return True
         st = self.statuses(row)
         if st is None:
             return True
@@ -355,14 +358,20 @@ class Service:
         if down:
             state.set_up(down, False)
         by_id = {r.id: r for r in rows}
-        for r in rows:
-            if r.state == "running" or r.not_before <= now_wall:
+        n = self.topo.n_gpus
+        placed = [r for r in rows if r.state == "running" and all(0 <= g < n and state.up[g] for g in r.gpu_ids)]
+        placed_ids = {r.id for r in placed}
+        for r in rows:  # a running job whose GPUs are gone is left out until the next poll requeues it
+            if r.id in placed_ids or (r.state == "pending" and r.not_before <= now_wall):
                 state.submit(job_of(r, self.epoch))
-        for r in rows:
-            if r.state == "running":
-                sh = r.placement[0].get("sharing") if r.placement else None
-                sharing = Sharing(*sh) if sh else WHOLE_GPU
+        for r in placed:
+            sh = r.placement[0].get("sharing") if r.placement else None
+            sharing = Sharing(*sh) if sh else WHOLE_GPU
+            try:
                 state.apply([Start(r.id, tuple(r.gpu_ids), sharing)], (r.started_t or now_wall) - self.epoch)
+            except InvalidDecision as e:  # never offered to the policy as pending: it is running
+                state._dequeue(state.jobs[r.id])
+                self.note(f"job {r.id}: running where the cluster cannot hold it ({e})")
 
         def progress(job_id: int) -> JobProgress:
             r = by_id[job_id]

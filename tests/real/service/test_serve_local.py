@@ -105,3 +105,33 @@ def test_shadow_mode_launches_nothing_and_logs_both_policies(tmp_path: Path) -> 
     assert first["baseline"]["name"] == "fifo" and first["policy"]["name"] == "sjf"
     assert [d["job"] for d in first["baseline"]["decisions"]] == [1]  # fifo: the 4-GPU head of the queue
     assert first["policy"]["error"] is None and first["baseline"]["error"] is None
+
+
+@pytest.mark.slow  # training the tiny agent dominates (~1 min here)
+def test_twenty_jobs_finish_under_a_trained_agent(tmp_path: Path) -> None:
+    """A (tiny) trained agent of the synthetic_small cluster (2 nodes x 4 GPUs) runs the same service."""
+    import gymnasium as gym
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    import gpusched_env  # noqa: F401
+    from agents.adapter import write_meta
+
+    torch.set_num_threads(1)
+    env = gym.make("gpusched/Cluster-v0", scenario="synthetic_small")
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0,
+                        policy_kwargs={"net_arch": [32]}, device="cpu")
+    model.learn(64)
+    path = tmp_path / "model.zip"
+    model.save(str(path))
+    u = env.unwrapped
+    write_meta(path, {"algo": "maskable_ppo", "scenario": "synthetic_small",
+                      "env": {"queue_slots": u.k, "fifo_slots": u.fifo_slots,  # type: ignore[attr-defined]
+                              "options": list(u.option_set.names), "max_actions_per_decision": 64}})  # type: ignore[attr-defined]
+    out = tmp_path / "svc"
+    done = tmp_path / "done.txt"
+    ids = submit(out, [ticks_spec(done, 1 + i % 4, g) for i, g in enumerate(SIZES)])
+    service(out, policy="agent", agent_path=str(path), scenario="synthetic_small", nodes=2, devices_per_node=4).run()
+    assert [r.state for r in JobQueue(out).jobs()] == ["finished"] * 20
+    assert sorted(int(x[0]) for x in done_lines(done) if x[3] in ("-", "0")) == ids
+    assert "FIFO decides" not in (out / "service.log").read_text()  # the agent decided every round
