@@ -76,6 +76,8 @@ class ServeConfig:
             raise ConfigError(f"engine: must be one of {ENGINES}, got {self.engine!r}")
         if self.engine == "slurm":
             raise ConfigError("engine: slurm is not implemented yet; use engine=ray or engine=local")
+        if self.ray_address is not None and self.engine != "ray":
+            raise ConfigError(f"ray_address: only used with engine=ray, got engine={self.engine}")
         if self.mode not in MODES:
             raise ConfigError(f"mode: must be one of {MODES}, got {self.mode!r}")
         if not self.stop_signal.startswith("SIG") or not hasattr(signal, self.stop_signal):

@@ -50,6 +50,7 @@ def test_submit_queue_serve_logs_report(tmp_path: Path, monkeypatch: pytest.Monk
     (["queue"], "gpusched-real queue: error: out_dir: gpusched-real queue needs out_dir=DIR"),
     (["serve", "out_dir=X", "colour=red"], "gpusched-real serve: error: colour: unknown key for serve"),
     (["serve", "out_dir=X", "engine=k8s"], "gpusched-real serve: error: engine: must be one of"),
+    (["serve", "out_dir=X", "ray_address=h:6379"], "gpusched-real serve: error: ray_address: only used with engine=ray"),
     (["serve", "out_dir=X", "grace_s=soon"], "gpusched-real serve: error: grace_s: expected float, got 'soon'"),
     (["cancel", "7", "out_dir=X"], "gpusched-real cancel: error: gpusched-real cancel: no job 7"),
     (["logs", "x", "out_dir=X"], "gpusched-real logs: error: gpusched-real logs: job id must be an integer"),
