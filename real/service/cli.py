@@ -121,6 +121,35 @@ def show_logs(out_dir: str, job_id: int) -> int:
     return 0
 
 
+# the report table: (metric key, label, format); every other key is in results.json
+REPORT_ROWS = (
+    ("jobs_finished", "jobs finished", "{:.0f}"), ("jobs_failed", "jobs failed", "{:.0f}"),
+    ("jobs_cancelled", "jobs cancelled", "{:.0f}"), ("jobs_running", "jobs running", "{:.0f}"),
+    ("jobs_pending", "jobs pending", "{:.0f}"), ("avg_jct_s", "avg JCT (s)", "{:.1f}"),
+    ("p99_jct_s", "p99 JCT (s)", "{:.1f}"), ("avg_queue_s", "avg queueing (s)", "{:.1f}"),
+    ("makespan_s", "makespan (s)", "{:.1f}"), ("utilization", "utilisation", "{:.3f}"),
+    ("preemptions", "preemptions", "{:.0f}"), ("restarts", "restarts", "{:.0f}"),
+    ("migrations", "migrations", "{:.0f}"),
+)
+
+
+def show_report(out_dir: str) -> None:
+    """Write results.json and print its main metrics as a table."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from real.service.report import report
+
+    policy, entry = next(iter(report(out_dir)["policies"].items()))
+    t = Table(title=f"policy {policy}")
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    for key, label, fmt in REPORT_ROWS:
+        t.add_row(label, fmt.format(entry["metrics"][key]))
+    Console(width=120).print(t)
+    print(f"-> {Path(out_dir) / 'results.json'}")
+
+
 def main(argv: list[str]) -> int:
     """Run one service subcommand (``argv[0]`` in :data:`SERVICE_CMDS`); returns the exit status."""
     cmd = argv[0]
@@ -159,11 +188,7 @@ def main(argv: list[str]) -> int:
         elif cmd == "logs":
             return show_logs(out, _job_id(pos, cmd))
         elif cmd == "report":
-            from real.service.report import report
-
-            m = next(iter(report(out)["policies"].values()))["metrics"]
-            print(f"{int(m['jobs_finished'])} job(s) finished, avg JCT {m['avg_jct_s']:.1f} s, "
-                  f"makespan {m['makespan_s']:.1f} s, utilisation {m['utilization']:.3f} -> {Path(out) / 'results.json'}")
+            show_report(out)
     except ConfigError as e:
         print(f"gpusched-real {cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -38,11 +38,17 @@ def test_submit_queue_serve_logs_report(tmp_path: Path, monkeypatch: pytest.Monk
     assert "hello from $GPUSCHED_JOB_ID" in logs  # no shell: the argument is passed as written
     assert "# " in logs and "finished: exit 0" in logs
     assert main(["report", f"out_dir={out}"]) == 0
+    printed = capsys.readouterr().out
     doc = json.loads((out / "results.json").read_text())
     assert doc["scenario"] == "lab_cluster" and list(doc["policies"]) == ["fifo"]
     m = doc["policies"]["fifo"]["metrics"]
     assert m["jobs_finished"] == 1 and m["jobs_cancelled"] == 1 and m["restarts"] == 0
     assert m["avg_jct_s"] > 0 and m["makespan_s"] == pytest.approx(m["avg_jct_s"])
+    rows = {ln.strip("│┃ ").split("│")[0].strip(): ln.split("│")[-2].strip()
+            for ln in printed.splitlines() if ln.count("│") == 3}  # the table's body rows
+    assert rows["jobs finished"] == "1" and rows["jobs cancelled"] == "1" and rows["restarts"] == "0"
+    assert rows["avg JCT (s)"] == f"{m['avg_jct_s']:.1f}" and rows["utilisation"] == f"{m['utilization']:.3f}"
+    assert printed.rstrip().endswith(f"-> {out / 'results.json'}")
 
 
 @pytest.mark.parametrize("argv, msg", [
