@@ -2,8 +2,10 @@
 
 :class:`NodeAgent` is what the backend asks of one node: start a job process with an environment,
 signal it, poll it, hand over its new progress records, stop everything. :class:`LocalNodeAgent`
-runs jobs on this machine as child processes; a Ray actor per node implements the same protocol
-for several nodes (real/MULTINODE.md).
+runs jobs on this machine as child processes; it is the only agent of the trace replay
+(``gpusched-real replay|compare|profile``), which drives one node. Several nodes are the lab-cluster
+service's: one :class:`~real.service.ray_engine.RayNodeAgent` actor per node runs that node's jobs
+(real/MULTINODE.md, docs/DEPLOY.md).
 """
 
 from __future__ import annotations
