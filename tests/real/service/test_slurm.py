@@ -1,0 +1,118 @@
+"""The Slurm engine's commands: parsers on hand-written outputs, then a real one-machine cluster."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from real.service.slurm import (
+    BatchJob,
+    SlurmClient,
+    batch_script,
+    expand_hostlist,
+    gpu_count,
+    parse_jobs,
+    parse_nodes,
+    run_command,
+)
+from real.service.slurm_local import LocalSlurm, unavailable
+
+
+def test_gpu_count_reads_every_gres_form() -> None:
+    assert gpu_count("gpu:4") == 4
+    assert gpu_count("gpu:a100:2(S:0)") == 2
+    assert gpu_count("gres/gpu:3") == 3
+    assert gpu_count("gpu:v100:2,gpu:k80:1") == 3
+    assert gpu_count("(null)") == 0
+
+
+def test_hostlists_expand_ranges_and_padding() -> None:
+    assert expand_hostlist("n[1-3,5],m2") == ("n1", "n2", "n3", "n5", "m2")
+    assert expand_hostlist("gpu[08-10]") == ("gpu08", "gpu09", "gpu10")
+    assert expand_hostlist("(null)") == ()
+
+
+def test_parse_nodes_and_jobs() -> None:
+    nodes = parse_nodes("NodeName=n1 Arch=x86_64 Gres=gpu:4 State=IDLE ThreadsPerCore=1\n"
+                        "NodeName=n2 Gres=gpu:tesla:2(S:0) State=MIXED+DRAIN\n")
+    assert [(n.name, n.gpus, n.state, n.usable) for n in nodes] == [
+        ("n1", 4, "idle", True), ("n2", 2, "mixed+drain", True)]
+    jobs = parse_jobs("7|gpusched-12|RUNNING|n[1-2]|gres:gpu:2|root|None\n"
+                      "8|train.sh|RUNNING|n3|gres:gpu:1|alice|None\n")
+    assert jobs[0].job_id == 12 and jobs[0].nodes == ("n1", "n2") and jobs[0].gpus_per_node == 2
+    assert not jobs[1].ours and jobs[1].job_id is None
+    client = SlurmClient(lambda argv: "")
+    assert client.foreign_gpus(jobs) == {"n3": 1}
+
+
+def test_recorded_commands_for_submit_release_requeue(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+
+    def run(argv):  # type: ignore[no-untyped-def]
+        calls.append(list(argv))
+        return "41;cluster\n" if argv[0] == "sbatch" else ""
+
+    c = SlurmClient(run, partition="gpu", script_dir=tmp_path)
+    job = BatchJob(5, ("python", "train.py", "--lr", "0.1 x"), False, 2, 1,
+                   (("GPUSCHED_JOB_ID", "5"),), "/w d", str(tmp_path / "5.log"))
+    assert c.submit_held(job) == 41
+    c.release(41, ["n2"])
+    c.requeue_held(41)
+    c.cancel(41)
+    assert calls[0][:3] == ["sbatch", "--parsable", "--hold"]
+    assert "--job-name=gpusched-5" in calls[0] and "--gres=gpu:2" in calls[0]
+    assert "--partition=gpu" in calls[0]
+    assert calls[1:] == [["scontrol", "update", "JobId=41", "NodeList=n2", "StartTime=now"], ["scontrol", "release", "41"],
+                         ["scontrol", "requeuehold", "41"], ["scancel", "41"]]
+    script = (tmp_path / "job-5.sh").read_text()
+    assert "exec python train.py --lr '0.1 x'\n" in script and "cd '/w d'\n" in script
+
+
+def test_a_shell_command_runs_through_bash_only_when_asked() -> None:
+    job = BatchJob(1, ("echo $HOME && sleep 1",), True, 1, 1, (), None, "/tmp/x")
+    assert "exec bash -c 'echo $HOME && sleep 1'" in batch_script(job)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    with LocalSlurm(tmp_path_factory.mktemp("slurm"), nodes=3, gpus_per_node=4) as s:
+        yield s
+
+
+def _wait(pred, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+@pytest.mark.slow
+def test_a_real_cluster_runs_held_jobs_where_told(slurm: LocalSlurm, tmp_path: Path) -> None:
+    c = SlurmClient(run_command(slurm.env), partition="gpu", script_dir=tmp_path)
+    assert [(n.name, n.gpus) for n in c.nodes()] == [("n1", 4), ("n2", 4), ("n3", 4)]
+    # a job submitted by hand, outside the service: visible as occupied GPUs, never touched
+    subprocess.run(["sbatch", "--gres=gpu:3", "-w", "n3", "-J", "by-hand", "-o", "/dev/null",
+                    "--wrap", "sleep 30"], env=slurm.env, check=True, capture_output=True)
+    _wait(lambda: c.foreign_gpus() == {"n3": 3})
+    log = tmp_path / "1.log"
+    sid = c.submit_held(BatchJob(1, ("bash", "-c", "echo run=$GPUSCHED_RESTART_COUNT on $SLURMD_NODENAME; "
+                                                    "trap 'echo term; exit 0' TERM; sleep 60 & wait"),
+                                 False, 2, 1, (), None, str(log)))
+    assert [j.state for j in c.jobs() if j.slurm_id == sid] == ["PENDING"]
+    c.release(sid, ["n2"])
+    _wait(lambda: "run=0 on n2" in (log.read_text() if log.exists() else ""))
+    c.requeue_held(sid)
+    _wait(lambda: [j.state for j in c.jobs() if j.slurm_id == sid] == ["PENDING"])
+    assert "term" in log.read_text()
+    c.release(sid, ["n1"])
+    _wait(lambda: "run=1 on n1" in log.read_text())
+    c.cancel(sid)
+    assert c.foreign_gpus() == {"n3": 3}
