@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -172,12 +173,12 @@ class LocalSlurm:
         states = dict(line.split() for line in p.stdout.splitlines() if line.strip())
         return all(states.get(n) == "idle" for n in self.node_names)
 
-    def _wait(self, ok: object, timeout_s: float, what: str) -> None:
+    def _wait(self, ok: Callable[[], bool], timeout_s: float, what: str) -> None:
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
-            if callable(ok) and ok():
+            if ok():
                 return
-            dead = [p.args[0] for p in self.procs if p.poll() is not None]
+            dead = [str(p.args) for p in self.procs if p.poll() is not None]
             if dead:
                 self.stop()
                 raise RuntimeError(f"{what}: {dead[0]} exited (logs in {self.root / 'log'})")
