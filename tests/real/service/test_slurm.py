@@ -94,7 +94,6 @@ def _wait(pred, timeout_s: float = 30.0) -> None:  # type: ignore[no-untyped-def
     raise AssertionError("timed out")
 
 
-@pytest.mark.slow
 def test_a_real_cluster_runs_held_jobs_where_told(slurm: LocalSlurm, tmp_path: Path) -> None:
     c = SlurmClient(run_command(slurm.env), partition="gpu", script_dir=tmp_path)
     assert [(n.name, n.gpus) for n in c.nodes()] == [("n1", 4), ("n2", 4), ("n3", 4)]
