@@ -1,4 +1,5 @@
-"""``gpusched-real``: profile | replay | compare | pairs (a Hydra app; see ``gpusched-real --help``).
+"""``gpusched-real``: profile | replay | compare | pairs (a Hydra app; see ``gpusched-real --help``),
+and the lab-cluster service: serve | submit | queue | cancel | logs | report (real/service/cli.py).
 
 The subcommand is the first positional argument (rewritten to ``cmd=...`` before Hydra parses the
 rest) or the ``cmd=`` key. Config: conf/real/config.yaml.
@@ -171,7 +172,19 @@ def _main(cfg: Any) -> None:
         sys.exit(EXIT_UNFINISHED)
 
 
+# -- lab-cluster service subcommands (real/service/cli.py; plain key=value arguments, no Hydra) --
+def _service_main(argv: list[str]) -> int | None:
+    """Run a service subcommand, or None when ``argv[0]`` is not one."""
+    from real.service.cli import SERVICE_CMDS
+    from real.service.cli import main as service_main
+
+    return service_main(argv) if argv and argv[0] in SERVICE_CMDS else None
+
+
 def main() -> None:
+    rc = _service_main(sys.argv[1:])
+    if rc is not None:
+        sys.exit(rc)
     if len(sys.argv) > 1 and sys.argv[1] in CMDS:
         sys.argv[1] = f"cmd={sys.argv[1]}"
     import hydra

@@ -1,0 +1,154 @@
+"""One node's job processes: :class:`NodeRunner` launches, inspects and signals them.
+
+The local engine holds one per (stand-in) node; a Ray actor (:mod:`real.service.ray_engine`) holds one
+on each cluster node. Files live under ``run_dir/jobs/<id>/``: ``log`` (every launch appended) and
+``launch-<n>/`` (the claim and exit files of :mod:`real.service.runner`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+
+from real.service.runner import _start_ticks, claim
+
+RUNNER = str(Path(__file__).resolve().parent / "runner.py")
+RUNNING, EXITED, LOST = "running", "exited", "lost"
+_PLACEMENT_ENV = ("CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NODE_RANK", "LOCAL_RANK")
+
+
+class NodeRunner:
+    """Job processes on this machine, each launch in its own session (process group)."""
+
+    def __init__(self, run_dir: str | Path, name: str, n_devices: int, kind: str = "cpu") -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.name, self.n_devices, self.kind = name, n_devices, kind
+        self.procs: dict[tuple[int, int], subprocess.Popen[bytes]] = {}
+
+    def info(self) -> dict[str, object]:
+        return {"name": self.name, "n_devices": self.n_devices, "kind": self.kind, "address": self.address()}
+
+    def address(self) -> str:
+        try:
+            return socket.gethostbyname(socket.gethostname())
+        except OSError:
+            return "127.0.0.1"
+
+    def free_port(self) -> int:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return int(s.getsockname()[1])
+
+    def job_dir(self, job_id: int) -> Path:
+        return self.run_dir / "jobs" / str(job_id)
+
+    def launch_dir(self, job_id: int, launch: int) -> Path:
+        return self.job_dir(job_id) / f"launch-{launch}"
+
+    def device_env(self, local: list[int]) -> dict[str, str]:
+        """Which devices the job may use: CUDA_VISIBLE_DEVICES on NVIDIA; on CPU stand-ins the
+        indices in GPUSCHED_DEVICES and no CUDA device."""
+        ids = ",".join(str(i) for i in local)
+        if self.kind == "nvidia":
+            return {"CUDA_VISIBLE_DEVICES": ids, "GPUSCHED_DEVICES": ids}
+        return {"CUDA_VISIBLE_DEVICES": "", "GPUSCHED_DEVICES": ids}
+
+    def launch(self, job_id: int, launch: int, argv: list[str], env: dict[str, str], cwd: str | None,
+               local: list[int], checkpoint_dir: str) -> int:
+        """Start one launch; returns the runner's pid. The job runs as this user, without a shell
+        unless ``argv`` is one."""
+        d = self.launch_dir(job_id, launch)
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        Path(checkpoint_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+        wd = cwd or str(self.job_dir(job_id))
+        base = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCHED_") and k not in _PLACEMENT_ENV}
+        full = {**base, **env, **self.device_env(local)}
+        with open(self.job_dir(job_id) / "log", "ab") as log:
+            os.chmod(log.name, 0o600)
+            proc = subprocess.Popen([sys.executable, RUNNER, str(d), "--", *argv], cwd=wd, env=full,
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        self.procs[(job_id, launch)] = proc
+        return proc.pid
+
+    def status(self, job_id: int, launch: int) -> tuple[str, int | None, bool]:
+        """(running | exited | lost, exit code, stopped on request)."""
+        d = self.launch_dir(job_id, launch)
+        proc = self.procs.get((job_id, launch))
+        if proc is not None:
+            if proc.poll() is None:
+                return RUNNING, None, False
+            self.procs.pop((job_id, launch), None)
+            return self._exited(d)
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if claim(str(d), "dead\n"):  # never started (or never will): this launch is lost
+            return LOST, None, False
+        pid = self._claimed_pid(d)
+        if pid is not None and _alive(pid[0], pid[1]):
+            return RUNNING, None, False
+        return self._exited(d)
+
+    def _exited(self, d: Path) -> tuple[str, int | None, bool]:
+        try:
+            rc, stopped = (d / "exit").read_text().split()
+            return EXITED, int(rc), stopped == "1"
+        except (OSError, ValueError):
+            return LOST, None, False
+
+    @staticmethod
+    def _claimed_pid(d: Path) -> tuple[int, str] | None:
+        try:
+            text = (d / "claim").read_text().split()
+        except OSError:
+            return None
+        if len(text) != 2:
+            return None
+        return int(text[0]), text[1]
+
+    def signal(self, job_id: int, launch: int, sig: int) -> None:
+        """Send ``sig`` to the launch's process group (the runner and the job)."""
+        proc = self.procs.get((job_id, launch))
+        if proc is not None:
+            if proc.poll() is not None:
+                return
+            pgid = proc.pid
+        else:
+            p = self._claimed_pid(self.launch_dir(job_id, launch))
+            if p is None or not _alive(*p):
+                return
+            pgid = p[0]
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def tail(self, job_id: int, n: int = 20) -> list[str]:
+        try:
+            with open(self.job_dir(job_id) / "log", errors="replace") as f:
+                return [x.rstrip("\n") for x in deque(f, maxlen=n)]
+        except OSError:
+            return []
+
+    def stop_all(self) -> None:
+        """SIGKILL every launch this runner started (tests and node shutdown)."""
+        for (job, launch) in list(self.procs):
+            self.signal(job, launch, signal.SIGKILL)
+            self.procs[(job, launch)].wait()
+        self.procs.clear()
+
+
+def _alive(pid: int, ticks: str) -> bool:
+    """The process ``pid`` runs, is the one that wrote the claim (same start time) and is no zombie."""
+    if _start_ticks(pid) != ticks:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

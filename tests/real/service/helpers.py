@@ -1,0 +1,38 @@
+"""Shared pieces of the service tests: resumable shell jobs that record their completion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from real.service.queue import JobQueue
+from real.service.serve import ServeConfig, Service
+from real.service.spec import JobSpec, parse_spec
+
+# A resumable shell job: TICKS steps of 0.1 s, its step counter in the checkpoint folder; on completion
+# it appends "id restart-count first-step" to DONE.
+TICKS_JOB = (
+    'n=$(cat "$GPUSCHED_CHECKPOINT_DIR/n" 2>/dev/null || echo 0); first=$n; '
+    'while [ "$n" -lt {ticks} ]; do sleep 0.1; n=$((n+1)); echo $n > "$GPUSCHED_CHECKPOINT_DIR/n.tmp"; mv "$GPUSCHED_CHECKPOINT_DIR/n.tmp" "$GPUSCHED_CHECKPOINT_DIR/n"; done; '
+    'echo "$GPUSCHED_JOB_ID $GPUSCHED_RESTART_COUNT $first ${{RANK:--}} ${{WORLD_SIZE:--}}" >> {done}'
+)
+
+
+def ticks_spec(done: Path, ticks: int, gpus: int, **kw: object) -> JobSpec:
+    return parse_spec({"command": TICKS_JOB.format(ticks=ticks, done=done), "shell": True, "gpus": gpus, **kw}, "test")
+
+
+def done_lines(done: Path) -> list[list[str]]:
+    return [x.split() for x in done.read_text().splitlines()] if done.exists() else []
+
+
+def service(out: Path, **kw: object) -> Service:
+    base: dict[str, object] = {"out_dir": str(out), "poll_s": 0.05, "grace_s": 2.0, "backoff_s": 0.1,
+                               "exit_when_idle": True, "max_wall_s": 60.0}
+    return Service(ServeConfig(**{**base, **kw}))  # type: ignore[arg-type]
+
+
+def submit(out: Path, specs: list[JobSpec]) -> list[int]:
+    q = JobQueue(out)
+    ids = [q.submit(s) for s in specs]
+    q.close()
+    return ids
