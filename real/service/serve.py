@@ -55,6 +55,7 @@ class ServeConfig:
     engine: str = "local"
     mode: str = "live"
     ray_address: str | None = None
+    partition: str | None = None  # slurm engine: the partition whose nodes the policy schedules (None: all)
     scenario: str = "synthetic_philly"  # where the policy's parameters (round length, ...) come from
     seed: int = 0
     round_s: float | None = None  # None: the scenario's round for this policy
@@ -74,8 +75,6 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ConfigError(f"engine: must be one of {ENGINES}, got {self.engine!r}")
-        if self.engine == "slurm":
-            raise ConfigError("engine: slurm is not implemented yet; use engine=ray or engine=local")
         if self.mode not in MODES:
             raise ConfigError(f"mode: must be one of {MODES}, got {self.mode!r}")
         if not self.stop_signal.startswith("SIG") or not hasattr(signal, self.stop_signal):
@@ -90,6 +89,10 @@ def build_engine(cfg: ServeConfig) -> Engine:
         from real.service.ray_engine import RayEngine
 
         return RayEngine(cfg.out_dir, cfg.ray_address)
+    if cfg.engine == "slurm":
+        from real.service.slurm_engine import SlurmEngine
+
+        return SlurmEngine(cfg.out_dir, cfg.partition)
     return LocalEngine(cfg.out_dir, cfg.nodes, cfg.devices_per_node, cfg.device_kind)
 
 
@@ -363,6 +366,9 @@ class Service:
                 sh = r.placement[0].get("sharing") if r.placement else None
                 sharing = Sharing(*sh) if sh else WHOLE_GPU
                 state.apply([Start(r.id, tuple(r.gpu_ids), sharing)], (r.started_t or now_wall) - self.epoch)
+        for node, held in self.engine.foreign_gpus().items():  # other users' jobs (Slurm): never given away
+            if node in self.alive:
+                state.set_up([g for g in self.gpu_ids(node) if state.free_mask[g]][:held], False)
 
         def progress(job_id: int) -> JobProgress:
             r = by_id[job_id]

@@ -162,7 +162,7 @@ def batch_script(job: BatchJob) -> str:
                   + shlex.join(cmd))
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in job.env)
     cd = f"cd {shlex.quote(job.workdir)}\n" if job.workdir else ""
-    return f"#!/bin/bash\n{exports}export GPUSCHED_RESTART_COUNT=${{SLURM_RESTART_COUNT:-0}}\n{cd}{launch}\n"
+    return f"#!/bin/bash\n{exports}export GPUSCHED_RESTART_COUNT=${{GPUSCHED_RESTART_COUNT:-${{SLURM_RESTART_COUNT:-0}}}}\n{cd}{launch}\n"
 
 
 class SlurmClient:
@@ -203,12 +203,13 @@ class SlurmClient:
                     held[n] = held.get(n, 0) + j.gpus_per_node
         return held
 
-    def submit_held(self, job: BatchJob) -> int:
-        """Submit ``job`` held; returns Slurm's job id."""
+    def submit_held(self, job: BatchJob, tag: str = "") -> int:
+        """Submit ``job`` held; returns Slurm's job id. ``tag`` tells apart the scripts of several
+        submissions of one job (launches, nodes)."""
         if self.script_dir is None:
             raise SlurmError("submit_held needs a script_dir for the batch scripts")
-        self.script_dir.mkdir(parents=True, exist_ok=True)
-        script = self.script_dir / f"job-{job.job_id}.sh"
+        self.script_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        script = self.script_dir / f"job-{job.job_id}{'-' + tag if tag else ''}.sh"
         script.write_text(batch_script(job))
         script.chmod(0o700)
         argv = ["sbatch", "--parsable", "--hold", "--requeue", f"--job-name={PREFIX}{job.job_id}",
@@ -228,6 +229,10 @@ class SlurmClient:
     def requeue_held(self, slurm_id: int) -> None:
         """Preempt: Slurm signals the job, requeues it and holds it until the policy releases it."""
         self.run(["scontrol", "requeuehold", str(slurm_id)])
+
+    def signal(self, slurm_id: int, name: str) -> None:
+        """Send signal ``name`` (e.g. ``TERM``) to every process of the job, batch shell included."""
+        self.run(["scancel", f"--signal={name}", "--full", str(slurm_id)])
 
     def cancel(self, slurm_id: int) -> None:
         self.run(["scancel", str(slurm_id)])

@@ -115,3 +115,40 @@ def test_a_real_cluster_runs_held_jobs_where_told(slurm: LocalSlurm, tmp_path: P
     _wait(lambda: "run=1 on n1" in log.read_text())
     c.cancel(sid)
     assert c.foreign_gpus() == {"n3": 3}
+
+
+# -- the service on Slurm -------------------------------------------------------------------------
+SIZES = [1, 2, 1, 4, 1, 2, 6, 1, 3, 1, 2, 1]  # 12 jobs; the 6-GPU job spans two nodes
+
+
+def _slurm_service(out: Path, slurm: LocalSlurm, **kw: object):  # type: ignore[no-untyped-def]
+    from real.service.serve import ServeConfig, Service
+    from real.service.slurm_engine import SlurmEngine
+
+    base: dict[str, object] = {"out_dir": str(out), "engine": "slurm", "partition": "gpu", "poll_s": 0.1,
+                               "grace_s": 5.0, "backoff_s": 0.1, "exit_when_idle": True, "max_wall_s": 120.0}
+    cfg = ServeConfig(**{**base, **kw})  # type: ignore[arg-type]
+    return Service(cfg, engine=SlurmEngine(out, "gpu", run_command(slurm.env)))
+
+
+@pytest.mark.parametrize("policy", ["fifo", "las"])
+def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Path, policy: str) -> None:
+    from real.service.queue import JobQueue
+    from real.service.report import report
+    from tests.real.service.helpers import done_lines, submit, ticks_spec
+
+    done = tmp_path / "done.txt"
+    ids = submit(tmp_path, [ticks_spec(done, 10 + 4 * (i % 4), g) for i, g in enumerate(SIZES)])
+    _slurm_service(tmp_path, slurm, policy=policy, round_s=2.0).run()
+    rows = JobQueue(tmp_path).jobs()
+    assert [r.state for r in rows] == ["finished"] * 12, [(r.id, r.state) for r in rows]
+    lines = done_lines(done)
+    assert sorted(int(x[0]) for x in lines if x[3] in ("-", "0")) == ids  # each job completed once
+    assert sorted((x[3], x[4]) for x in lines if int(x[0]) == ids[6]) == [("0", "2"), ("1", "2")]
+    m = report(tmp_path)["policies"][policy]["metrics"]
+    assert m["jobs_finished"] == 12
+    if policy == "las":  # LAS preempted through Slurm, and a preempted job resumed from its checkpoint
+        assert m["preemptions"] > 0
+        assert any(int(x[1]) > 0 and int(x[2]) > 0 for x in lines)
+    else:
+        assert m["preemptions"] == 0
