@@ -15,7 +15,7 @@ class NodeLost(RuntimeError):
     """The node is gone (its agent died or it left the cluster)."""
 
     def __init__(self, node: str) -> None:
-        super().__init__(f"node {node} is gone")
+        super().__init__(f"node {node} left the cluster (its agent is gone)")
         self.node = node
 
 

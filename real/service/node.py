@@ -25,8 +25,10 @@ _PLACEMENT_ENV = ("CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "WORLD_S
 class NodeRunner:
     """Job processes on this machine, each launch in its own session (process group)."""
 
-    def __init__(self, run_dir: str | Path, name: str, n_devices: int, kind: str = "cpu") -> None:
+    def __init__(self, run_dir: str | Path, name: str, n_devices: int, kind: str = "cpu",
+                 die_with_agent: bool = False) -> None:
         self.run_dir = Path(run_dir)
+        self.die_with_agent = die_with_agent  # launches die with this process (Ray node agents)
         self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.name, self.n_devices, self.kind = name, n_devices, kind
         self.procs: dict[tuple[int, int], subprocess.Popen[bytes]] = {}
@@ -69,6 +71,8 @@ class NodeRunner:
         wd = cwd or str(self.job_dir(job_id))
         base = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCHED_") and k not in _PLACEMENT_ENV}
         full = {**base, **env, **self.device_env(local)}
+        if self.die_with_agent:
+            full["GPUSCHED_DIE_WITH_PARENT"] = str(os.getpid())
         with open(self.job_dir(job_id) / "log", "ab") as log:
             os.chmod(log.name, 0o600)
             proc = subprocess.Popen([sys.executable, RUNNER, str(d), "--", *argv], cwd=wd, env=full,

@@ -59,6 +59,7 @@ def main(argv: list[str]) -> int:
 
     for s in STOP_SIGNALS:
         signal.signal(s, on_stop)  # a handler (not SIG_IGN): the child gets default dispositions
+    _die_with_parent(os.environ.pop("GPUSCHED_DIE_WITH_PARENT", ""))
     print(f"[gpusched] {time.strftime('%Y-%m-%d %H:%M:%S')} start {' '.join(cmd)}", flush=True)
     try:
         proc = subprocess.Popen(cmd)
@@ -76,6 +77,22 @@ def main(argv: list[str]) -> int:
     final = os.path.join(launch_dir, "exit")
     os.replace(_write_atomic(final, f"{rc} {1 if stopped else 0}\n"), final)
     return 0
+
+
+def _die_with_parent(parent: str) -> None:
+    """When ``parent`` (a pid) is set: if that process dies (a node agent whose node left the
+    cluster), kill this launch's whole process group, so a job requeued elsewhere never runs twice."""
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    def on_parent_death(sig: int, frame: object) -> None:
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    signal.signal(signal.SIGPWR, on_parent_death)
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGPWR), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):  # it died before prctl took effect
+        on_parent_death(0, None)
 
 
 def _start_ticks(pid: int) -> str:

@@ -88,7 +88,7 @@ def build_engine(cfg: ServeConfig) -> Engine:
     if cfg.engine == "ray":
         from real.service.ray_engine import RayEngine
 
-        return RayEngine(cfg.out_dir, cfg.ray_address)
+        return RayEngine(cfg.out_dir, cfg.ray_address, cfg.devices_per_node if cfg.device_kind == "cpu" else None)
     if cfg.engine == "slurm":
         from real.service.slurm_engine import SlurmEngine
 
@@ -348,7 +348,7 @@ class Service:
         if st is not None and all(s[0] == EXITED and s[1] == 0 and not s[2] for s in st):
             self._finish_state(row, "finished", "exit 0", None)
         else:
-            self.requeue(row, why, preempted=why == "preempted")
+            self.requeue(row, why, preempted=True)
 
     # -- deciding ------------------------------------------------------------------------------
     def build(self, rows: list[JobRow], now_wall: float) -> tuple[ClusterState, ClusterView]:

@@ -1,0 +1,76 @@
+"""The service on a three-node Ray cluster on this machine (``ray.cluster_utils.Cluster``), each node
+with two CPU stand-in devices (the ``gpusched_devices`` resource)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from real.service.queue import JobQueue
+from real.service.serve import ServeConfig, Service
+from tests.real.service.helpers import done_lines, submit, ticks_spec
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # a Ray cluster takes ~20 s to start here
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"gpusched_devices": 2}})
+    workers = [c.add_node(num_cpus=1, resources={"gpusched_devices": 2}) for _ in range(2)]
+    c.wait_for_nodes()
+    c.workers = workers
+    from real.service.ray_engine import NAMESPACE
+
+    ray.init(address=c.address, namespace=NAMESPACE, log_to_driver=False)
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def _service(out: Path, cluster: Any, **kw: Any) -> Service:
+    from real.service.ray_engine import RayEngine
+
+    cfg = ServeConfig(out_dir=str(out), engine="ray", poll_s=0.1, grace_s=2.0, backoff_s=0.1, exit_when_idle=True,
+                      max_wall_s=120.0, **kw)
+    return Service(cfg, engine=RayEngine(out, cluster.address))
+
+
+def test_jobs_of_mixed_sizes_finish_on_three_nodes_and_a_lost_node_is_requeued(tmp_path: Path, cluster: Any) -> None:
+    done = tmp_path / "done.txt"
+    sizes = [1, 2, 4, 1, 1, 2, 1, 3]  # 4 and 3 GPUs span nodes (2 devices each)
+    ids = submit(tmp_path, [ticks_spec(done, 15, g) for g in sizes])
+    svc = _service(tmp_path, cluster)
+    engine = svc.engine
+    q = JobQueue(tmp_path)
+    nodes_by_id = {n.node_id[:12]: n for n in cluster.workers}
+    svc.cfg = ServeConfig(**{**svc.cfg.__dict__, "max_wall_s": 3.0, "exit_when_idle": False})  # run a while
+    svc.run()
+    running = q.jobs(("running",))
+    victim_node = next(p["node"] for r in running for p in r.placement if p["node"] in nodes_by_id)
+    victims = sorted(r.id for r in running if any(p["node"] == victim_node for p in r.placement))
+    cluster.remove_node(nodes_by_id[victim_node])
+    time.sleep(1.0)
+    svc2 = _service(tmp_path, cluster)
+    try:
+        svc2.run()
+        rows = {r.id: r for r in q.jobs()}
+        assert [rows[i].state for i in ids] == ["finished"] * len(ids)
+        lines = done_lines(done)
+        assert sorted(int(x[0]) for x in lines if x[3] in ("-", "0")) == ids  # each exactly once
+        for j in victims:  # requeued when their node left, resumed elsewhere from their step counter
+            assert rows[j].restarts >= 1
+            assert all(p["node"] != victim_node for p in rows[j].placement) or rows[j].state == "finished"
+            assert any("left the cluster" in d for _, _, _, d in q.history(j))
+        assert victims
+        multi = [x for x in lines if int(x[0]) == ids[2]]  # the 4-GPU job: one process on each of two nodes
+        assert sorted(x[3] for x in multi) == ["0", "1"] and {x[4] for x in multi} == {"2"}
+    finally:
+        engine.stop_agents()  # type: ignore[attr-defined]
+        svc2.engine.stop_agents()  # type: ignore[attr-defined]
