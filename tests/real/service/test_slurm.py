@@ -152,3 +152,41 @@ def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Pat
         assert any(int(x[1]) > 0 and int(x[2]) > 0 for x in lines)
     else:
         assert m["preemptions"] == 0
+
+
+def test_kill_9_and_restart_on_slurm_loses_nothing_and_leaves_a_hand_submitted_job_alone(
+        slurm: LocalSlurm, tmp_path: Path) -> None:
+    import os
+    import sys
+
+    from real.service.queue import JobQueue
+    from tests.real.service.helpers import done_lines, submit, ticks_spec
+
+    by_hand = subprocess.run(["sbatch", "--parsable", "--gres=gpu:4", "-w", "n3", "-J", "by-hand", "-o", "/dev/null",
+                              "--wrap", "sleep 120"], env=slurm.env, check=True, capture_output=True, text=True)
+    hand_id = int(by_hand.stdout.strip())
+    c = SlurmClient(run_command(slurm.env))
+    _wait(lambda: c.foreign_gpus() == {"n3": 4})
+    done = tmp_path / "done.txt"
+    ids = submit(tmp_path, [ticks_spec(done, 30, 4) for _ in range(5)])  # one job fills a node
+    repo = Path(__file__).resolve().parents[3]
+    env = {**slurm.env, "PYTHONPATH": str(repo)}
+    proc = subprocess.Popen([sys.executable, "-c", "from real.cli import main; main()", "serve", f"out_dir={tmp_path}",
+                             "engine=slurm", "partition=gpu", "poll_s=0.1", "grace_s=5"], env=env)
+    q = JobQueue(tmp_path)
+    try:
+        _wait(lambda: len(q.jobs(("running",))) == 2 and all(
+            (tmp_path / "checkpoints" / str(r.id) / "n").exists() for r in q.jobs(("running",))), 60)
+    finally:
+        proc.kill()  # kill -9: no chance to clean up
+        proc.wait()
+    running = sorted(r.id for r in q.jobs(("running",)))
+    _slurm_service(tmp_path, slurm, policy="fifo").run()
+    rows = {r.id: r for r in q.jobs()}
+    assert all(r.state == "finished" for r in rows.values()), {r.id: r.state for r in rows.values()}
+    assert sorted(int(x[0]) for x in done_lines(done)) == ids  # every job finished exactly once
+    for j in running:  # re-attached after the restart, not started again
+        assert rows[j].launches == 1 and rows[j].restarts == 0
+    assert not (tmp_path / "slurm" / "nodes" / "n3").exists()  # nothing of ours ran beside the hand job
+    assert [j.state for j in c.jobs() if j.slurm_id == hand_id] == ["RUNNING"]  # and it was never touched
+    c.cancel(hand_id)
