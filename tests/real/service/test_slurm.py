@@ -147,16 +147,43 @@ def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Pat
     assert sorted((x[3], x[4]) for x in lines if int(x[0]) == ids[6]) == [("0", "2"), ("1", "2")]
     m = report(tmp_path)["policies"][policy]["metrics"]
     assert m["jobs_finished"] == 12
-    if policy == "las":  # LAS preempted through Slurm, and a preempted job resumed from its checkpoint
-        assert m["preemptions"] > 0
-        assert any(int(x[1]) > 0 and int(x[2]) > 0 for x in lines)
-    else:
-        assert m["preemptions"] == 0
+    assert (m["preemptions"] > 0) == (policy == "las")  # LAS preempted through Slurm, FIFO never
+
+
+class _PreemptOnce:
+    """FIFO, except that job 1 is preempted once after 1.5 s of service (the policy's own clock)."""
+
+    name, round_s, events = "preempt_once", 0.5, True
+
+    def __init__(self, fifo):  # type: ignore[no-untyped-def]
+        self.fifo, self.done = fifo, False
+
+    def decide(self, view):  # type: ignore[no-untyped-def]
+        from gpusched_env.types import Preempt
+
+        if not self.done and 1 in view.running and view.progress(1).attained_gpu_s >= 1.5:
+            self.done = True
+            return [Preempt(1)]
+        return self.fifo.decide(view)
+
+
+def test_a_preempted_job_is_stopped_by_slurm_and_resumes_from_its_checkpoint(slurm: LocalSlurm, tmp_path: Path) -> None:
+    from real.service.queue import JobQueue
+    from tests.real.service.helpers import done_lines, submit, ticks_spec
+
+    done = tmp_path / "done.txt"
+    (j,) = submit(tmp_path, [ticks_spec(done, 40, 1)])
+    svc = _slurm_service(tmp_path, slurm)
+    svc.policy = _PreemptOnce(svc.fifo)
+    svc.run()
+    row = JobQueue(tmp_path).get(j)
+    assert row is not None and row.state == "finished" and row.preemptions == 1 and row.launches == 2
+    ((job, restart, first, _, _),) = done_lines(done)
+    assert (job, restart) == (str(j), "1") and 0 < int(first) < 40  # resumed from its step counter
 
 
 def test_kill_9_and_restart_on_slurm_loses_nothing_and_leaves_a_hand_submitted_job_alone(
         slurm: LocalSlurm, tmp_path: Path) -> None:
-    import os
     import sys
 
     from real.service.queue import JobQueue
