@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 
-.PHONY: bench test test-all lint perf fuzz install clean
+.PHONY: bench test test-all lint perf fuzz install services clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,6 +23,20 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
+# Slurm and munge from the distribution's packages, for the tests that start a one-machine Slurm
+# cluster (real/service/slurm_local.py). Where they cannot be installed (no apt, not root) those
+# tests skip and say why.
+services:
+	@if ! command -v slurmctld >/dev/null 2>&1 && ! test -x /usr/sbin/slurmctld; then \
+		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+			echo "installing slurm-wlm and munge (Debian packages)"; \
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null) \
+				|| echo "Slurm could not be installed: its tests will skip"; \
+		else \
+			echo "Slurm not installed and no root apt-get: its tests will skip"; \
+		fi; \
+	fi
+
 bench: $(STAMP)
 	$(BIN)/gpusched-bench scenario=synthetic_philly
 
@@ -30,10 +44,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check gpusched_env baselines bench agents real studies tests
 	$(BIN)/mypy
 
-test: lint
+test: lint services
 	$(BIN)/python -m pytest -m "not slow"
 
-test-all: lint
+test-all: lint services
 	$(BIN)/python -m pytest
 
 # 10,000 generated scenarios through the simulator with the invariant checker on (tests/test_fuzz.py),

@@ -45,6 +45,10 @@ class Engine(Protocol):
 
     def free_port(self, node: str) -> int: ...
 
+    def foreign_gpus(self) -> dict[str, int]:
+        """GPUs per node held by work this service did not start (other users' Slurm jobs)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -80,6 +84,9 @@ class LocalEngine:
 
     def free_port(self, node: str) -> int:
         return self._r(node).free_port()
+
+    def foreign_gpus(self) -> dict[str, int]:
+        return {}
 
     def close(self) -> None:
         """Leaves the jobs running (a restarted service re-attaches to them)."""

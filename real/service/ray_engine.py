@@ -131,6 +131,9 @@ class RayEngine:
     def free_port(self, node: str) -> int:
         return int(self._call(node, "free_port"))
 
+    def foreign_gpus(self) -> dict[str, int]:
+        return {}  # a Ray cluster's GPUs are this service's alone
+
     def stop_agents(self) -> None:
         """Kill every job of this service's agents and the agents themselves (tests; uninstall)."""
         for name, agent in list(self.agents.items()):

@@ -55,6 +55,7 @@ class ServeConfig:
     engine: str = "local"
     mode: str = "live"
     ray_address: str | None = None
+    partition: str | None = None  # slurm engine: the partition whose nodes the policy schedules (None: all)
     scenario: str = "synthetic_philly"  # where the policy's parameters (round length, ...) come from
     seed: int = 0
     round_s: float | None = None  # None: the scenario's round for this policy
@@ -74,10 +75,10 @@ class ServeConfig:
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise ConfigError(f"engine: must be one of {ENGINES}, got {self.engine!r}")
-        if self.engine == "slurm":
-            raise ConfigError("engine: slurm is not implemented yet; use engine=ray or engine=local")
         if self.ray_address is not None and self.engine != "ray":
             raise ConfigError(f"ray_address: only used with engine=ray, got engine={self.engine}")
+        if self.partition is not None and self.engine != "slurm":
+            raise ConfigError(f"partition: only used with engine=slurm, got engine={self.engine}")
         if self.mode not in MODES:
             raise ConfigError(f"mode: must be one of {MODES}, got {self.mode!r}")
         if not self.stop_signal.startswith("SIG") or not hasattr(signal, self.stop_signal):
@@ -92,6 +93,10 @@ def build_engine(cfg: ServeConfig) -> Engine:
         from real.service.ray_engine import RayEngine
 
         return RayEngine(cfg.out_dir, cfg.ray_address, cfg.devices_per_node if cfg.device_kind == "cpu" else None)
+    if cfg.engine == "slurm":
+        from real.service.slurm_engine import SlurmEngine
+
+        return SlurmEngine(cfg.out_dir, cfg.partition)
     return LocalEngine(cfg.out_dir, cfg.nodes, cfg.devices_per_node, cfg.device_kind)
 
 
@@ -374,6 +379,9 @@ class Service:
             except InvalidDecision as e:  # never offered to the policy as pending: it is running
                 state._dequeue(state.jobs[r.id])
                 self.note(f"job {r.id}: running where the cluster cannot hold it ({e})")
+        for node, held in self.engine.foreign_gpus().items():  # other users' jobs (Slurm): never given away
+            if node in self.alive:
+                state.set_up([g for g in self.gpu_ids(node) if state.free_mask[g]][:held], False)
 
         def progress(job_id: int) -> JobProgress:
             r = by_id[job_id]
