@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.report import results_document, write_json_atomic
-from gpusched_env.metrics import RunResult, compute_metrics
+from gpusched_env.atomic import write_json_atomic
+from gpusched_env.metrics import RunResult, compute_metrics, results_document
 from gpusched_env.types import JobRecord
 from real.service.queue import JobQueue
 from real.service.serve import job_of
