@@ -218,7 +218,7 @@ def paper_table(doc: dict[str, Any]) -> Table | None:
         sim = c.get("sim_value")
         label = c["claim"]
         if c.get("sim_workloads"):  # see mark_subsets: a claim about every workload, run on fewer
-            label += f" [sim: {c.get('aggregate', 'geomean')} of {c['sim_workloads']} workloads]"
+            label += f" (sim: {c.get('aggregate', 'geomean')} of {c['sim_workloads']} workloads)"
             gap = "n/a (subset)"
         elif c.get("meets_bound") is not None:
             gap = f"{'meets' if c['meets_bound'] else 'misses'} the {c['bound']} bound"
