@@ -70,9 +70,7 @@ def load_workload(scenario: str, sizes: dict[str, ModelSize], seed: int) -> tupl
     workload), and the Scenario itself."""
     import yaml
 
-    from gpusched_env.scenario import build_workloads, load_scenario
-
-    from gpusched_env.scenario import CONF_DIR
+    from gpusched_env.scenario import CONF_DIR, build_workloads, load_scenario
 
     if scenario.endswith((".yaml", ".yml")):
         path = Path(scenario)
