@@ -137,8 +137,10 @@ def check_level(raw: dict[str, Any], policies: list[str] | None, seeds: list[int
 
 
 def _ignore_sigint() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers)."""
+    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers); SIGTERM, which
+    the parent stops them with, ends a worker quietly (not the parent's handler it forked with)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _iter_done(plan: LevelPlan, workers: int, agent_path: str | None) -> Iterator[Done]:

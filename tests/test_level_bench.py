@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -132,3 +133,42 @@ def test_pipeline_metric_names_say_micro_batches():
     _, scn = load_level_scenario(_raw("adaptra_14b"))
     m = bench.run(scn, "1f1b", 0, 0).metrics  # type: ignore[arg-type]
     assert m["peak_activations_microbatches"] == 8.0 and "peak_activations_mb" not in m
+
+
+@pytest.mark.slow  # a real bench in worker processes, interrupted mid-way (~15 s)
+def test_sigint_stops_workers_and_writes_finished_runs(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "o"
+    seeds = ",".join(str(s) for s in range(100))
+    p = subprocess.Popen([sys.executable, "-m", "bench.cli", "scenario=daris_rt", "scenario.duration_s=0.5",
+                          "policies=[daris]", f"seeds=[{seeds}]", "workers=2", "plots=false", f"out_dir={out}"],
+                         env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(psutil.Process(p.pid).children()) < 2:
+            assert p.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        time.sleep(3.0)
+        kids = psutil.Process(p.pid).children(recursive=True)
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert p.returncode == 130 and len(lines) == 1 and "Traceback" not in err, err
+    doc = json.loads((out / "results.json").read_text())
+    planned = 100 * len(_raw("daris_rt")["tasksets"])
+    assert doc["partial"] is True and doc["runs_planned"] == planned and 0 < doc["runs_finished"] < planned
+    assert lines[0] == (f"gpusched-bench: interrupted: wrote the {doc['runs_finished']} of {planned} runs that "
+                        f"finished to {out / 'results.json'} (marked \"partial\": true)")
+    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE], "workers left behind"
