@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import os
 import resource
-import signal
 import statistics
 import sys
 import time
@@ -19,11 +18,19 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import hydra
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench.levels import level_of, run_level_bench
+from bench.levels import (
+    BenchInterrupted,
+    LevelPlan,
+    check_level,
+    level_of,
+    run_level_bench,
+    sigterm_as_interrupt,
+)
 from bench.report import (
     known_metrics,
     plot,
@@ -85,6 +92,15 @@ def _int_list(cfg: DictConfig, key: str, *, empty_ok: bool = False) -> list[int]
     return [int(v) for v in vals]
 
 
+def _seeds(cfg: DictConfig) -> list[int]:
+    """``seeds``: distinct integers >= 0 (each is a numpy SeedSequence's entropy)."""
+    seeds = _int_list(cfg, "seeds")
+    bad = [s for s in seeds if s < 0]
+    if bad:
+        raise ConfigError(f"seeds: must be integers >= 0, got {bad}")
+    return seeds
+
+
 def _pos_int(cfg: DictConfig, key: str) -> int:
     v = cfg.get(key)
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -129,7 +145,7 @@ def check_bench(cfg: DictConfig, out: Path, multirun: bool) -> tuple[Scenario, l
     """Everything a bench run needs, checked in this (the parent) process before any run starts:
     a bad value is a ConfigError naming its key."""
     check_keys(cfg)
-    seeds = _int_list(cfg, "seeds")
+    seeds = _seeds(cfg)
     workers = _pos_int(cfg, "workers")
     _pos_int(cfg, "perf_repeats")
     for key in ("check_invariants", "plots", "perf", "overwrite"):
@@ -178,20 +194,71 @@ def _sim_time(s: float) -> str:
     return f"{s:.0f} s" if s < 3600 else f"{s / 3600:.1f} h" if s < 86400 else f"{s / 86400:.1f} d"
 
 
-def run_level(cfg: DictConfig, raw: dict[str, Any], console: Console, out: Path, multirun: bool) -> dict[str, Any]:
-    """A device- or pipeline-level scenario (``bench.levels``), after the same input checks."""
+def check_level_bench(cfg: DictConfig, out: Path, multirun: bool) -> LevelPlan:
+    """Every input of a device- or pipeline-level bench, checked as :func:`check_bench` checks a
+    cluster one (before any run, in this process; the out_dir last)."""
     check_keys(cfg)
-    seeds = _int_list(cfg, "seeds")
-    workers = _pos_int(cfg, "workers")
+    seeds = _seeds(cfg)
+    _pos_int(cfg, "workers")
+    for key in ("plots", "overwrite"):
+        if not isinstance(cfg.get(key), bool):
+            raise ConfigError(f"{key}: must be true or false, got {cfg.get(key)!r}")
     if cfg.policies is not None and (not OmegaConf.is_list(cfg.policies) or len(cfg.policies) == 0):
         raise ConfigError(f"policies: must be a non-empty list of policy names or null, got {cfg.policies!r}")
     workloads = _int_list(cfg, "workloads") if cfg.get("workloads") is not None else None
+    raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    plan = check_level(raw, [str(p) for p in cfg.policies] if cfg.policies else None, seeds, workloads,
+                       cfg.agent_path)
     check_out_dir(out, bool(cfg.overwrite), multirun)
+    return plan
+
+
+def run_level(cfg: DictConfig, raw: dict[str, Any], console: Console, out: Path, multirun: bool,
+              plan: LevelPlan | None = None) -> dict[str, Any]:
+    """A device- or pipeline-level scenario (``bench.levels``), after the same input checks."""
+    plan = plan or check_level_bench(cfg, out, multirun)
     return run_level_bench(
-        raw, [str(p) for p in cfg.policies] if cfg.policies else None, seeds, workloads, workers, out,
-        bool(cfg.plots), [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None, console,
-        cfg.agent_path,
+        raw, plan.policies, plan.seeds, None, int(cfg.workers), out, bool(cfg.plots),
+        [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None, console, cfg.agent_path, plan,
     )
+
+
+_CHECKED: dict[str, Any] = {}
+"""Inputs checked by :class:`CheckFirst` before Hydra wrote anything, by config (run_bench takes them)."""
+
+
+def _task_cfg(cfg: DictConfig) -> DictConfig:
+    """``cfg`` without its ``hydra`` node (what the task function gets)."""
+    return OmegaConf.masked_copy(cfg, [str(k) for k in cfg if str(k) != "hydra"])
+
+
+def _cfg_key(cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(_task_cfg(cfg), resolve=True)
+
+
+def check_inputs(cfg: DictConfig, out: Path, multirun: bool) -> Any:
+    """:func:`check_level_bench` or :func:`check_bench`, as the scenario's level asks."""
+    raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    if level_of(raw) != "cluster":
+        return check_level_bench(cfg, out, multirun)
+    return check_bench(cfg, out, multirun)
+
+
+class CheckFirst(Callback):
+    """Hydra callback (conf/bench.yaml): a single run's inputs are checked before Hydra creates the
+    out_dir, its ``.hydra/`` and its log, so a bad input leaves nothing behind. A multirun's jobs are
+    checked in their own folders. Hydra turns a callback's exceptions into warnings, so a bad input
+    ends the process here (one line, exit code 2)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.get("perf"):
+            return
+        cfg = _task_cfg(config)
+        _CHECKED.clear()
+        try:
+            _CHECKED[_cfg_key(cfg)] = check_inputs(cfg, Path(cfg.out_dir), False)
+        except PROJECT_ERRORS as e:
+            fail(str(e))
 
 
 def run_bench(
@@ -202,9 +269,10 @@ def run_bench(
     after each finished simulation (a caller's own progress display)."""
     out = Path(cfg.out_dir) if out is None else out
     raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    checked = _CHECKED.pop(_cfg_key(cfg), None) if _CHECKED and not multirun else None
     if level_of(raw) != "cluster":
-        return run_level(cfg, raw, console, out, multirun)
-    scn, policies, seeds, tasks = check_bench(cfg, out, multirun)
+        return run_level(cfg, raw, console, out, multirun, checked)
+    scn, policies, seeds, tasks = checked or check_bench(cfg, out, multirun)
     workloads = [int(w) for w in cfg.workloads] if cfg.get("workloads") is not None else None
     console.print(
         f"[bold]{scn.name}[/]: {len(policies)} policies × {len(seeds)} seeds × "
@@ -237,7 +305,7 @@ def run_bench(
 
         interrupted = False
         try:
-            with _sigterm_as_interrupt():
+            with sigterm_as_interrupt():
                 results = run_tasks(scn, tasks, workers=int(cfg.workers), agent_path=cfg.agent_path,
                                     check=bool(cfg.check_invariants), on_done=done, limits=run_limits(cfg),
                                     on_progress=moved)
@@ -245,7 +313,7 @@ def run_bench(
             results, interrupted = e.done, True
     wall = time.perf_counter() - t0
     block = aggregate(scn, results, sorted({r.task.seed for r in results}, key=seeds.index))
-    doc = results_document(scn.name, seeds, block, paper_values(scn, block) or None)
+    doc = results_document(scn.name, seeds, block, paper_values(scn, block) or None, len(scn.workload_names))
     if "agent" in policies and cfg.agent_path:
         from agents.adapter import describe_agent
 
@@ -263,6 +331,7 @@ def run_bench(
         raise BenchInterrupted(f"interrupted: wrote the {len(results)} of {len(tasks)} runs that finished to "
                                f"{out / 'results.json'} (marked \"partial\": true)")
     print_report(doc, console, [str(m) for m in cfg.table_metrics] if cfg.get("table_metrics") else None)
+    plot_s = time.perf_counter()
     if cfg.plots:
         first = seeds[0]
         jcts: dict[str, list[float]] = {}
@@ -273,8 +342,10 @@ def run_bench(
                 if r.task.workload == tasks[0].workload and r.timeline:
                     series[r.task.policy] = r.timeline
         plot(out, jcts, series, scn.cluster.topology().n_gpus)
+    plot_s = time.perf_counter() - plot_s
     pngs = ", jct_cdf.png, cluster_timeline.png" if cfg.plots else ""
-    console.print(f"wrote {out}/results.json, results.csv{pngs} ({wall:.1f} s wall)")
+    timing = f"{wall:.1f} s wall" + (f", plots {plot_s:.1f} s" if cfg.plots else "")
+    console.print(f"wrote {out}/results.json, results.csv{pngs} (runs {timing})")
     return doc
 
 
@@ -317,29 +388,6 @@ def run_perf(cfg: DictConfig, console: Console) -> dict[str, Any]:
     doc = {"scenario": scn.name, "perf": rows}
     write_json_atomic(Path(cfg.out_dir) / "perf.json", doc)
     return doc
-
-
-class BenchInterrupted(Exception):
-    """Ctrl-C (or SIGTERM) stopped the bench after the finished runs were written."""
-
-
-class _sigterm_as_interrupt:  # noqa: N801 (used as a context manager)
-    """SIGTERM raises KeyboardInterrupt in this process while the runs go on (then restored)."""
-
-    def __enter__(self) -> None:
-        self._old = signal.getsignal(signal.SIGTERM)
-        try:
-            signal.signal(signal.SIGTERM, self._raise)
-        except ValueError:  # not the main thread
-            self._old = None
-
-    @staticmethod
-    def _raise(_sig: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGTERM, self._old)
 
 
 def fail(msg: str, code: int = 2) -> NoReturn:

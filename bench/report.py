@@ -18,6 +18,7 @@ from gpusched_env.atomic import write_atomic as write_atomic  # re-exported: the
 from gpusched_env.atomic import write_json_atomic as write_json_atomic
 from gpusched_env.config_util import ConfigError
 from gpusched_env.metrics import results_document as results_document  # re-exported
+from gpusched_env.paper import mark_subsets as mark_subsets  # re-exported
 
 TABLE_METRICS = ["avg_jct_s", "p99_jct_s", "avg_queue_s", "makespan_s", "utilization", "energy_kwh",
                  "preemptions", "jobs_finished"]
@@ -65,9 +66,36 @@ def compact(v: float | None) -> str:
     return f"{v:.3f}"
 
 
+COUNT_METRICS = ("restarts", "preemptions", "migrations")
+"""Counts per run: with several runs per policy the table says the value is a mean per run."""
+
+
+def is_fraction(metric: str) -> bool:
+    """Rates and fractions in [0, 1] (miss rates, acceptance, utilisation, bubble fractions): their
+    change vs the first policy is shown in percentage points, as a relative change of a near-zero
+    rate (+45017 %) says nothing."""
+    return metric.endswith("_rate") or "fraction" in metric or metric == "utilization"
+
+
+def change_text(metric: str, mean: float, base: float) -> str:
+    """`` (+x.x%)`` vs the first policy, `` (+x.x pp)`` for a rate or fraction, or ``""``."""
+    if not (math.isfinite(base) and math.isfinite(mean)):
+        return ""
+    if is_fraction(metric):
+        return f" ({(mean - base) * 100:+.1f} pp)"
+    return f" ({(mean / base - 1) * 100:+.1f}%)" if base else ""
+
+
+def column_label(metric: str, doc: dict[str, Any]) -> str:
+    first = next(iter(doc["policies"].values()))
+    runs = max(len(first.get("per_seed", [])), 1) * max(len(first.get("per_workload", [])), 1)
+    return f"{metric} (mean/run)" if metric in COUNT_METRICS and runs > 1 else metric
+
+
 def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Table:
-    """Policy × metric: mean ± std over seeds, and % change vs the first policy. ``metrics`` names
-    the columns (each must be in the run); None = the :data:`TABLE_METRICS` the run has."""
+    """Policy × metric: mean ± std over seeds, and the change vs the first policy (% ; percentage
+    points for rates and fractions). ``metrics`` names the columns (each must be in the run); None =
+    the :data:`TABLE_METRICS` the run has. Count columns averaged over several runs say so."""
     pols = doc["policies"]
     first = next(iter(pols.values()))
     if metrics:
@@ -82,7 +110,7 @@ def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Tabl
     t = Table(title=f"scenario {doc['scenario']} — seeds {doc['seeds']}", show_lines=False)
     t.add_column("policy", style="bold")
     for m in metrics:
-        t.add_column(m, justify="right")
+        t.add_column(column_label(m, doc), justify="right")
     for name, p in pols.items():
         cells = []
         for m in metrics:
@@ -92,8 +120,8 @@ def results_table(doc: dict[str, Any], metrics: list[str] | None = None) -> Tabl
             if len(vals) > 1 and np.isfinite(vals).all():
                 cell += f" ±{compact(float(vals.std()))}"
             base = first["metrics"].get(m)
-            if p is not first and base and math.isfinite(base) and math.isfinite(mean):
-                cell += f" ({(mean / base - 1) * 100:+.1f}%)"
+            if p is not first and base is not None:
+                cell += change_text(m, mean, base)
             cells.append(cell)
         t.add_row(name, *cells)
     return t
@@ -126,12 +154,16 @@ def paper_table(doc: dict[str, Any]) -> Table | None:
         t.add_column(c, justify="left" if c == "claim" else "right")
     for c in paper["claims"]:
         sim = c.get("sim_value")
-        if c.get("meets_bound") is not None:
+        label = c["claim"]
+        if c.get("sim_workloads"):  # see mark_subsets: a claim about every workload, run on fewer
+            label += f" (sim: {c.get('aggregate', 'geomean')} of {c['sim_workloads']} workloads)"
+            gap = "n/a (subset)"
+        elif c.get("meets_bound") is not None:
             gap = f"{'meets' if c['meets_bound'] else 'misses'} the {c['bound']} bound"
         else:
             gap = "-" if sim is None or not c["value"] else f"{(sim - c['value']) / abs(c['value']) * 100:+.0f}% rel"
         paper_txt = "n/p" if c["value"] is None else f"{c['value']:+.3f}"  # n/p: not published
-        t.add_row(c["claim"], paper_txt, "-" if sim is None else f"{sim:+.3f}", gap)
+        t.add_row(label, paper_txt, "-" if sim is None else f"{sim:+.3f}", gap)
     return t
 
 

@@ -98,11 +98,17 @@ def _avg_jct_all(result: RunResult, span: float) -> float:
 
 
 def results_document(
-    scenario: str, seeds: list[int], policies: dict[str, Any], paper: list[dict[str, Any]] | None = None
+    scenario: str, seeds: list[int], policies: dict[str, Any], paper: list[dict[str, Any]] | None = None,
+    n_workloads: int | None = None,
 ) -> dict[str, Any]:
     """The results.json document (schema: docs/NAMES.md). ``paper`` holds the first claim; every claim
-    is listed under ``paper.claims``."""
+    is listed under ``paper.claims``. ``n_workloads``: how many workloads the scenario has; a claim
+    about all of them computed on fewer is marked (:func:`gpusched_env.paper.mark_subsets`)."""
+    from gpusched_env.paper import mark_subsets
+
     doc: dict[str, Any] = {"scenario": scenario, "seeds": list(seeds), "policies": policies}
     if paper:
+        if n_workloads is not None:
+            paper = mark_subsets(paper, policies, n_workloads)
         doc["paper"] = {**paper[0], "claims": paper}
     return doc

@@ -442,6 +442,8 @@ def _build_workloads(scn: Scenario, seed: int, topo: Topology) -> list[tuple[str
     for name, rel in zip(scn.workload_names, w.paths, strict=True):
         if rel not in built:
             jobs = load_pal_workload(data_path(rel), strict=w.strict, max_gpus=max_gpus).jobs
+            if not jobs:  # background jobs copy the trace's jobs: there would be none to copy
+                raise ConfigError(f"{data_path(rel)}: the workload has no jobs")
             if w.background_jobs:
                 jobs = jobs + with_background(
                     jobs, rng=rng, n_background=w.background_jobs, rate_per_hour=w.background_rate_per_hour

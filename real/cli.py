@@ -13,10 +13,13 @@ interrupted (SIGINT/SIGTERM; finished rows are kept); 1 for anything else.
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from gpusched_env.atomic import write_json_atomic
 from gpusched_env.config_util import ConfigError, from_dict
@@ -73,17 +76,29 @@ def cmd_profile(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> P
     return prof
 
 
+def profile_dir(cfg: dict[str, Any]) -> ProfileResult | None:
+    """The profile of ``profile_dir`` (None when unset); a folder without a readable profile is a ConfigError."""
+    if not cfg.get("profile_dir"):
+        return None
+    path = Path(str(cfg["profile_dir"]))
+    try:
+        return load_profile_dir(path)
+    except (OSError, ValueError, KeyError) as e:
+        why = f"no {e.filename}" if isinstance(e, FileNotFoundError) else f"{type(e).__name__}: {e}"
+        raise ConfigError(f"profile_dir: {path} is not a profile folder written by gpusched-real profile "
+                          f"({why})") from None
+
+
 def cmd_replay(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path,
                prof: ProfileResult | None = None) -> tuple[ReplayOutcome, str]:
-    devices, runner = _devices(cfg, wl, out)
     rconf = from_dict(RealConfig, cfg.get("real"), "real")
     seed = int(cfg["seed"])
     policy = make_policy(str(cfg["policy"]), scn, seed, cfg.get("agent_path"), dict(cfg.get("policy_kwargs") or {}))
-    if prof is None and cfg.get("profile_dir"):
-        prof = load_profile_dir(Path(str(cfg["profile_dir"])))
+    prof = prof if prof is not None else profile_dir(cfg)
+    devices, runner = _devices(cfg, wl, out)
     slowdown = prof.factors if prof is not None and prof.factors.shape[0] == devices.n else None
     t = time.monotonic()
-    res = replay(wl, policy, devices, runner, out, seed, rconf, slowdown)
+    res = replay(wl, policy, devices, runner, out, seed, rconf, slowdown, progress=print_progress(wl))
     m = res.metrics
     print(f"replay {wl.name} / {policy.name} on {devices.n} {devices.kind} device(s): {res.describe()} in "
           f"{time.monotonic() - t:.1f} s -> {out / 'results.json'}")
@@ -95,10 +110,7 @@ def cmd_replay(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path,
 def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> tuple[dict[str, Any], ReplayOutcome]:
     from real.compare import compare
 
-    if cfg.get("profile_dir"):
-        prof = load_profile_dir(Path(str(cfg["profile_dir"])))
-    else:
-        prof = cmd_profile(cfg, wl, scn, out / "profile")
+    prof = profile_dir(cfg) or cmd_profile(cfg, wl, scn, out / "profile")
     res, kind = cmd_replay(cfg, wl, scn, out / "real", prof)
     name, seed = str(cfg["policy"]), int(cfg["seed"])
     agent_path, kw = cfg.get("agent_path"), dict(cfg.get("policy_kwargs") or {})
@@ -144,9 +156,51 @@ def cmd_pairs(cfg: dict[str, Any], out: Path) -> list[dict[str, str]]:
         devices.close()
 
 
+def print_progress(wl: RealWorkload, every_s: float = 10.0) -> Callable[[int, float], None]:
+    """A replay's progress printer: tracked jobs finished / total and the time since the start, when
+    the count changes (at most once a second) and every ``every_s`` seconds (choice: 10 s)."""
+    total = sum(1 for j in wl.jobs if j.tracked)
+    last = {"n": -1, "t": -math.inf}
+
+    def show(finished: int, elapsed_s: float) -> None:
+        if (finished != last["n"] and elapsed_s - last["t"] >= 1.0) or elapsed_s - last["t"] >= every_s:
+            print(f"replay {wl.name}: {finished}/{total} jobs finished, {elapsed_s:.0f} s elapsed", flush=True)
+            last.update(n=finished, t=elapsed_s)
+
+    return show
+
+
+def interrupted_line(cmd: str, out: Path) -> str:
+    """What Ctrl-C (or SIGTERM) during profile, replay or compare prints: what was kept where."""
+    res = next((p for p in (out / "results.json", out / "real" / "results.json") if p.is_file()), None)
+    if res is None:
+        return f"gpusched-real {cmd}: interrupted; every job process stopped; no run results written"
+    try:
+        jobs = json.loads(res.read_text())["real"]["jobs"]
+        done = sum(j["finish_s"] is not None for j in jobs)
+        return (f"gpusched-real {cmd}: interrupted; every job process stopped; {done} of {len(jobs)} jobs "
+                f"finished; results of the run so far in {res}")
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"gpusched-real {cmd}: interrupted; every job process stopped; see {res}"
+
+
+def check_keys(c: dict[str, Any]) -> None:
+    """Only the keys of conf/real/config.yaml (a ``+key=...`` Hydra adds is an error naming it)."""
+    import yaml
+
+    known = sorted(k for k in yaml.safe_load((Path(CONF_DIR) / "config.yaml").read_text()) if k != "hydra")
+    unknown = sorted(set(c) - set(known))
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown key; gpusched-real reads only {known}")
+
+
 def _main(cfg: Any) -> None:
     c = as_dict(cfg)
     cmd = str(c.get("cmd"))
+    try:
+        check_keys(c)
+    except ConfigError as e:
+        usage_error(str(e))
     if cmd not in CMDS:
         raise ConfigError(f"cmd: must be one of {CMDS}, got {cmd!r}")
     from hydra.core.hydra_config import HydraConfig
@@ -167,6 +221,9 @@ def _main(cfg: Any) -> None:
     except CellFailed as e:
         print(f"gpusched-real {cmd}: {e}", file=sys.stderr)
         sys.exit(1)
+    except (KeyboardInterrupt, Terminated):
+        print(interrupted_line(cmd, out), file=sys.stderr, flush=True)
+        sys.exit(EXIT_INTERRUPTED)
     if not res.complete:
         print(f"gpusched-real {cmd}: run {res.describe()}; see {out / 'results.json'}", file=sys.stderr)
         sys.exit(EXIT_UNFINISHED)
@@ -181,15 +238,50 @@ def _service_main(argv: list[str]) -> int | None:
     return service_main(argv) if argv and argv[0] in SERVICE_CMDS else None
 
 
+def usage_error(msg: str) -> NoReturn:
+    print(f"gpusched-real: error: {' '.join(msg.split())}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_USAGE)
+
+
+def check_argv(args: list[str]) -> list[str]:
+    """The command line with a leading subcommand rewritten to ``cmd=``; an unknown subcommand or a
+    ``scenario.*`` override (the scenario is a name or a file here, not a config group) is a usage error."""
+    args = list(args)
+    if args and args[0] in CMDS:
+        args[0] = f"cmd={args[0]}"
+    elif args and "=" not in args[0] and not args[0].startswith("-"):
+        from real.service.cli import SERVICE_CMDS
+
+        usage_error(f"unknown subcommand {args[0]!r}; use one of: {', '.join((*CMDS, *SERVICE_CMDS))} "
+                    "(gpusched-real --help)")
+    for a in args:
+        key = a.split("=", 1)[0].lstrip("+~")
+        if key.startswith("scenario."):
+            usage_error(f"{key}: gpusched-real takes no scenario.* overrides; copy the scenario's YAML file "
+                        "(conf/scenario/NAME.yaml), edit it and pass scenario=PATH.yaml")
+    return args
+
+
 def main() -> None:
+    """Entry point: Hydra's own errors (a bad override, an unknown key, an out_dir it cannot create)
+    are one line and exit code 2, as the app's own input errors are."""
     rc = _service_main(sys.argv[1:])
     if rc is not None:
         sys.exit(rc)
-    if len(sys.argv) > 1 and sys.argv[1] in CMDS:
-        sys.argv[1] = f"cmd={sys.argv[1]}"
+    sys.argv[1:] = check_argv(sys.argv[1:])
     import hydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
-    hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(_main)()
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")  # let exceptions reach this function
+    try:
+        hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")(_main)()
+    except (HydraException, OmegaConfBaseException) as e:
+        usage_error(str(e))
+    except OSError as e:
+        if e.filename is None:
+            raise
+        usage_error(f"out_dir: cannot create or write {e.filename} ({e.strerror})")
 
 
 __all__ = ["main", "RealBackend"]

@@ -69,7 +69,7 @@ def load_workload(scenario: str, sizes: dict[str, ModelSize], seed: int) -> tupl
     workload), and the Scenario itself."""
     import yaml
 
-    from gpusched_env.scenario import build_workloads, load_scenario
+    from gpusched_env.scenario import CONF_DIR, build_workloads, load_scenario
 
     if scenario.endswith((".yaml", ".yml")):
         path = Path(scenario)
@@ -77,13 +77,26 @@ def load_workload(scenario: str, sizes: dict[str, ModelSize], seed: int) -> tupl
             raise ConfigError(f"scenario: no file {path}")
         data = yaml.safe_load(path.read_text()) or {}
         data.setdefault("name", path.stem)
+        check_level(data, str(path))
         scn = load_scenario(data)
     else:
+        named = CONF_DIR / "scenario" / f"{scenario}.yaml"
+        if named.is_file():
+            check_level(yaml.safe_load(named.read_text()) or {}, scenario)
         scn = load_scenario(scenario)
     topo = scn.cluster.topology()
     name, jobs = build_workloads(scn, seed, topo)[0]
     wl = RealWorkload(scn.name, topo, jobs, sizes, scn.cluster.max_jobs_per_gpu)
     return wl, scn
+
+
+def check_level(data: Any, name: str) -> None:
+    """profile, replay and compare run cluster-level scenarios; another level's is a ConfigError saying so."""
+    level = str(data.get("level", "cluster")) if isinstance(data, dict) else "cluster"
+    if level != "cluster":
+        raise ConfigError(f"scenario: {name} is a {level}-level scenario; gpusched-real profile, replay and compare "
+                          "run cluster-level scenarios (e.g. scenario=real_cpu_small), and gpusched-real pairs runs "
+                          "HP inference + BE training pairs on one device (pairs.*)")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,8 +80,10 @@ class ReplayOutcome:
 def replay(
     wl: RealWorkload, policy: Policy, devices: Devices, runner: CommandRunner, run_dir: Path, seed: int,
     cfg: RealConfig, slowdown: np.ndarray | None = None, extra: dict[str, Any] | None = None,
+    progress: Callable[[int, float], None] | None = None,
 ) -> ReplayOutcome:
-    """Run ``wl`` for real under ``policy``; write results.json (also when interrupted)."""
+    """Run ``wl`` for real under ``policy``; write results.json (also when interrupted).
+    ``progress(tracked jobs finished, wall seconds since the start)`` is called after every step."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     mps = MpsDaemon(runner, run_dir, getattr(devices, "driver_version", None))
@@ -91,7 +94,7 @@ def replay(
     status = "interrupted"
     try:
         with terminate_as_exception():
-            run_policy(backend, policy)
+            run_policy(backend if progress is None else _Reporting(backend, progress), policy)
         status = backend.outcome().status
     except Exception:
         status = "error"
@@ -101,6 +104,26 @@ def replay(
             backend.close()
             outcome = _write(backend, wl, policy, devices, seed, run_dir, status, extra or {})
     return outcome
+
+
+class _Reporting:
+    """``backend`` for :func:`run_policy`, calling ``progress`` after each ``advance``."""
+
+    def __init__(self, backend: RealBackend, progress: Callable[[int, float], None]) -> None:
+        self._b, self._progress, self._t0 = backend, progress, time.monotonic()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._b, name)
+
+    def advance(self) -> bool:
+        more = self._b.advance()
+        self._progress(finished_tracked(self._b), time.monotonic() - self._t0)
+        return more
+
+
+def finished_tracked(backend: RealBackend) -> int:
+    """How many tracked jobs of ``backend`` have finished."""
+    return sum(1 for j in backend.jobs if j.tracked) - len(backend.outcome().unfinished)
 
 
 def _write(backend: RealBackend, wl: RealWorkload, policy: Policy, devices: Devices, seed: int, run_dir: Path,

@@ -84,6 +84,58 @@ def test_bad_input_is_one_line_exit_2(overrides, message, tmp_path, capsys, monk
     assert not (out / "results.json").exists()
 
 
+LEVEL_CASES = [
+    (["scenario=tally_pairs", "scenario.duration_s=0"], "duration_s must be in (0, inf), got 0.0"),
+    (["scenario=tally_pairs", "scenario.duration_s=-5"], "duration_s must be in (0, inf), got -5.0"),
+    (["scenario=tally_pairs", "scenario.gpu_type=Z80"], "gpu_type must be one of ['A100'"),
+    (["scenario=tally_pairs", "seeds=[-1]"], "seeds: must be integers >= 0, got [-1]"),
+    (["scenario=synthetic_small", "seeds=[3,-1]"], "seeds: must be integers >= 0, got [-1]"),
+    (["scenario=daris_rt", "scenario.jitter=-1"], "jitter must be in [0, 1), got -1.0"),
+    (["scenario=daris_rt", "scenario.jitter=nan"], "jitter must be in [0, 1), got nan"),
+    (["scenario=adaptra_14b", "scenario.job.f_ms=[nan]"], "scenario.job: f_ms must be finite times >= 0 (ms), got [nan]"),
+    (["scenario=adaptra_14b", "scenario.job.f_ms=[inf]"], "scenario.job: f_ms must be finite times >= 0 (ms), got [inf]"),
+    (["scenario=adaptra_14b", "scenario.job.activation_limit=1"],
+     "scenario.job.activation_limit: 1 is too small: gpipe needs >= 24; 1f1b needs >= 8"),
+    (["scenario=adaptra_14b", "policies=[1f1b,zb]", "scenario.job.activation_limit=7"],
+     "scenario.job.activation_limit: 7 is too small: 1f1b needs >= 8 (or leave those policies out)"),
+    (["scenario=adaptra_14b", "scenario.dynamics.jitter_cv=nan"],
+     "scenario.dynamics: jitter_cv must be a finite number >= 0, got nan"),
+    (["scenario=adaptra_14b", "scenario.job.stages=1"], "scenario.job: stages must be >= 2 (one stage has no links"),
+    (["scenario=adaptra_14b", "scenario.workloads.4.nic_failure.at=100"],
+     "scenario.workloads[4]: workload nic-failure: nic_failure.at must be an iteration in 0..99 (the run has 100), got 100"),
+    (["scenario=adaptra_14b", "scenario.workloads.3.link_delays.2.start=60"],
+     "scenario.workloads[3]: workload dynamic: link_delays[2].start must be an iteration in 0..59"),
+    (["scenario=adaptra_14b", "scenario.workloads.3.link_delays.0.end=4"],
+     "scenario.workloads[3]: workload dynamic: link_delays[0].end must be > start (5) or -1"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), LEVEL_CASES, ids=[" ".join(c[0]) for c in LEVEL_CASES])
+def test_bad_level_input_is_one_line_and_writes_nothing(overrides, message, tmp_path, capsys, monkeypatch):
+    """Checked before Hydra creates the out_dir: no .hydra/, no cli.log, no folder at all."""
+    out = tmp_path / "out"
+    code, _, err = run_main(["workers=1", "plots=false", f"out_dir={out}", *overrides], capsys, monkeypatch)
+    assert message in one_line_error(code, err)
+    assert not out.exists()
+
+
+def test_bad_cluster_input_writes_nothing(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    code, _, err = run_main([*BASE, f"out_dir={out}", "scenario.model.locality.lf=0"], capsys, monkeypatch)
+    assert "scenario.model.locality.lf" in one_line_error(code, err)
+    assert not out.exists()
+
+
+def test_pal_trace_with_only_a_header_names_the_file(tmp_path, capsys, monkeypatch):
+    p = tmp_path / "header_only.csv"
+    p.write_text("job_id,num_gpus,submit_time,duration,model\n")
+    out = tmp_path / "o"
+    code, _, err = run_main(["scenario=pal_philly", "workers=1", "plots=false", f"out_dir={out}",
+                             f"scenario.workload.paths=[{p}]"], capsys, monkeypatch)
+    assert one_line_error(code, err) == f"gpusched-bench: error: {p}: the workload has no jobs"
+    assert not out.exists()
+
+
 def test_empty_trace_names_the_file(empty_csv, tmp_path, capsys, monkeypatch):
     code, _, err = run_main([*BASE, f"out_dir={tmp_path / 'o'}", "scenario.workload.kind=pal",
                              f"+scenario.workload.paths=[{empty_csv}]"], capsys, monkeypatch)

@@ -9,6 +9,7 @@ its workloads are tasksets of periodic DNN jobs, its policies ``daris``, ``batch
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import numpy as np
 
 from gpusched_env.config_util import ConfigError, from_dict
 from gpusched_env.device.daris.scenario import STAGE_POLICIES, DarisScenario, run_taskset
+from gpusched_env.device.gpus import device_gpu
 from gpusched_env.device.measured import comparison
 from gpusched_env.device.mechanisms import MECHANISMS, make_mechanism
 from gpusched_env.device.pairs import Grouping, PairSetup, run_pair
@@ -53,6 +55,9 @@ class DeviceScenario:
     def __post_init__(self) -> None:
         if self.level != "device":
             raise ValueError(f"level must be 'device', got {self.level!r}")
+        device_gpu(self.gpu_type)
+        if not 0 < self.duration_s < math.inf:
+            raise ValueError(f"duration_s must be in (0, inf), got {self.duration_s}")
         for key, models, kind in (("hp_models", self.hp_models, "inference"), ("be_models", self.be_models, "training")):
             allowed = sorted(k for k, p in PROFILES.items() if p.kind == kind)
             bad = [m for m in models if m not in allowed]

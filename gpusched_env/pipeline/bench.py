@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpusched_env.config_util import ConfigError
 from gpusched_env.levels import LevelRun
 from gpusched_env.pipeline import plot as plots
 from gpusched_env.pipeline.config import PipelineScenario
@@ -22,6 +24,36 @@ POLICIES: tuple[str, ...] = tuple(SCHEDULES)
 def load(raw: dict[str, Any], name: str) -> PipelineScenario:
     """The typed scenario from the YAML mapping; a bad or unknown key raises ConfigError naming it."""
     return _load(raw, name)
+
+
+def _runs_under(scn: PipelineScenario, policy: str, limit: int) -> str | None:
+    """Why ``policy``'s plan cannot run with ``activation_limit=limit`` on the healthy job or in the
+    last iteration's conditions of any workload (None: it runs)."""
+    sched = get(policy)
+    base = sched.model_for(replace(scn.job, activation_limit=limit).model())
+    host = scn.dynamics.host_path_delay_ms if sched.comm == "cpu" else None
+    for wl in [None, *scn.workloads]:
+        actual = base if wl is None else base.with_conditions(*conditions(wl, wl.iterations - 1, base.stages, host))
+        try:
+            execute(actual, sched.orders(actual if sched.adaptive else base))
+        except (ValueError, RuntimeError) as e:
+            return str(e)
+    return None
+
+
+def check(scn: PipelineScenario, policies: list[str]) -> None:
+    """Each policy's plan runs on the scenario's job with its ``activation_limit`` (else a
+    ConfigError naming the key and, per failing policy, the smallest limit with which it runs)."""
+    limit = scn.job.activation_limit
+    failing = {p: why for p in policies if (why := _runs_under(scn, p, limit))}
+    if not failing:
+        return
+    needs = []
+    for p in failing:
+        need = next((k for k in range(limit + 1, scn.job.microbatches + 1) if not _runs_under(scn, p, k)), None)
+        needs.append(f"{p} needs >= {need}" if need is not None else f"{p}: {failing[p]}")
+    raise ConfigError(f"scenario.job.activation_limit: {limit} is too small: {'; '.join(needs)} "
+                      f"(or leave those policies out)")
 
 
 def settings(scn: PipelineScenario) -> RunSettings:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +28,18 @@ class JobConfig:
     p2p_ms: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.stages < 2:
+            raise ValueError(f"stages must be >= 2 (one stage has no links for the workloads' link delays "
+                             f"and NIC failures, and nothing to pipeline), got {self.stages}")
         if self.microbatch_size < 1:
             raise ValueError(f"microbatch_size must be >= 1, got {self.microbatch_size}")
+        for name in ("f_ms", "b_ms", "w_ms"):
+            bad = [x for x in getattr(self, name) if not 0 <= x < math.inf]
+            if bad:
+                raise ValueError(f"{name} must be finite times >= 0 (ms), got {getattr(self, name)}")
+        for name in ("overhead_ms", "p2p_ms"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a finite time >= 0 (ms), got {getattr(self, name)}")
 
     def spec(self) -> PipelineSpec:
         """The :class:`PipelineSpec` (validates S, M and the times)."""
@@ -55,8 +66,8 @@ class DynamicsConfig:
 
     def __post_init__(self) -> None:
         for name in ("restart_s", "host_path_delay_ms", "jitter_cv"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -107,10 +118,13 @@ def load(raw: dict[str, Any], name: str) -> PipelineScenario:
         raise ConfigError("scenario.workloads: at least one workload is needed")
     try:
         model = scn.job.model()
-        for w in scn.workloads:
-            w.validate(model.stages)
     except ValueError as e:
-        raise ConfigError(f"scenario: {e}") from e
+        raise ConfigError(f"scenario.job: {e}") from e
+    for i, w in enumerate(scn.workloads):
+        try:
+            w.validate(model.stages)
+        except ValueError as e:
+            raise ConfigError(f"scenario.workloads[{i}]: {e}") from e
     for i, c in enumerate(scn.paper):
         bad = [w for w in c.workloads if w not in scn.workload_names]
         if bad:

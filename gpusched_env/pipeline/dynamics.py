@@ -7,6 +7,7 @@ stage slowdowns; :func:`random_trace` draws a dynamic slow-link trace (the env's
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,12 +62,28 @@ class Workload:
             if not 0 <= link <= stages - 2:
                 raise ValueError(f"workload {self.name}: link must be in 0..{stages - 2}, got {link}")
         for e in self.link_delays:
-            if e.delay_ms < 0:
-                raise ValueError(f"workload {self.name}: delay_ms must be >= 0, got {e.delay_ms}")
+            if not 0 <= e.delay_ms < math.inf:
+                raise ValueError(f"workload {self.name}: delay_ms must be finite and >= 0, got {e.delay_ms}")
         for g in self.slow_gpus:
-            if not 0 <= g.stage <= stages - 1 or not g.factor >= 1.0:
+            if not 0 <= g.stage <= stages - 1 or not 1.0 <= g.factor < math.inf:
                 raise ValueError(f"workload {self.name}: slow_gpus needs stage in 0..{stages - 1} and "
-                                 f"factor >= 1, got stage {g.stage} factor {g.factor}")
+                                 f"a finite factor >= 1, got stage {g.stage} factor {g.factor}")
+        for k, e in enumerate(self.link_delays):
+            self._check_window(f"link_delays[{k}]", e.start, e.end)
+        for k, g in enumerate(self.slow_gpus):
+            self._check_window(f"slow_gpus[{k}]", g.start, g.end)
+        if self.nic_failure is not None and not 0 <= self.nic_failure.at < self.iterations:
+            raise ValueError(f"workload {self.name}: nic_failure.at must be an iteration in 0..{self.iterations - 1} "
+                             f"(the run has {self.iterations}), got {self.nic_failure.at}")
+
+    def _check_window(self, where: str, start: int, end: int) -> None:
+        """An event's iterations ``start <= i < end`` (``end`` < 0: to the run's end) must meet the run."""
+        if not 0 <= start < self.iterations:
+            raise ValueError(f"workload {self.name}: {where}.start must be an iteration in 0..{self.iterations - 1} "
+                             f"(the run has {self.iterations}), got {start}")
+        if end >= 0 and end <= start:
+            raise ValueError(f"workload {self.name}: {where}.end must be > start ({start}) or -1 (to the run's "
+                             f"end), got {end}")
 
 
 def _covers(start: int, end: int, i: int) -> bool:

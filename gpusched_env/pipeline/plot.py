@@ -20,9 +20,12 @@ def timelines(panels: list[tuple[str, Timeline, int]], title: str, path: Path) -
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, 1.6 + 1.0 * len(panels) * 1.6), squeeze=False)
     end = max((op[4] for _, tl, _ in panels for op in tl), default=1.0)
     for ax, (label, tl, stages) in zip(axes[:, 0], panels, strict=True):
+        bars: dict[tuple[int, int], list[tuple[float, float]]] = {}
         for s, kind, _mb, start, stop in tl:
             if stop > start:
-                ax.broken_barh([(start, stop - start)], (s - 0.4, 0.8), color=KIND_COLOURS[kind], lw=0)
+                bars.setdefault((s, kind), []).append((start, stop - start))
+        for (s, kind), spans in bars.items():  # one collection per stage and kind, not per operation
+            ax.broken_barh(spans, (s - 0.4, 0.8), color=KIND_COLOURS[kind], lw=0)
         ax.set_ylim(stages - 0.5, -0.5)
         ax.set_xlim(0, end)
         ax.set_yticks(range(stages))

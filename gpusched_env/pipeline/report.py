@@ -63,12 +63,12 @@ def speedup_rows(cases: dict[str, dict[str, dict[str, float]]]) -> list[str]:
 
 
 def metric_rows(cases: dict[str, dict[str, dict[str, float]]]) -> list[str]:
-    rows = ["| case | policy | iteration_time_ms | throughput_samples_s | bubble_fraction | peak_activations_mb |",
+    rows = ["| case | policy | iteration_time_ms | throughput_samples_s | bubble_fraction | peak_activations_microbatches |",
             "|---|---|---|---|---|---|"]
     for w, m in cases.items():
         for p, v in m.items():
             rows.append(f"| {w} | {p} | {v['iteration_time_ms']:.1f} | {v['throughput_samples_s']:.2f} | "
-                        f"{v['bubble_fraction']:.3f} | {v['peak_activations_mb']:.0f} |")
+                        f"{v['bubble_fraction']:.3f} | {v['peak_activations_microbatches']:.0f} |")
     return rows
 
 

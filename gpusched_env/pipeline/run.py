@@ -39,7 +39,7 @@ class RunSummary:
             "iteration_time_ms": total_ms / n,
             "throughput_samples_s": n * samples_per_iteration / (total_ms / 1000.0),
             "bubble_fraction": float(bubbles.mean()),
-            "peak_activations_mb": float(max(max(r.peak_activations) for r in self.results)),
+            "peak_activations_microbatches": float(max(max(r.peak_activations) for r in self.results)),
             "restarts": float(self.restarts),
         }
         out.update({f"bubble_fraction_s{s}": float(b) for s, b in enumerate(bubbles)})

@@ -29,14 +29,14 @@ def test_run_is_deterministic_and_seeds_differ(scn):
     a, b = bench.run(scn, "adaptra", 3, 1), bench.run(scn, "adaptra", 3, 1)
     assert a.metrics == b.metrics and a.series == b.series
     assert bench.run(scn, "adaptra", 4, 1).metrics["iteration_time_ms"] != a.metrics["iteration_time_ms"]
-    assert {"iteration_time_ms", "throughput_samples_s", "peak_activations_mb", "bubble_fraction_s7"} <= set(a.metrics)
+    assert {"iteration_time_ms", "throughput_samples_s", "peak_activations_microbatches", "bubble_fraction_s7"} <= set(a.metrics)
 
 
 def test_metrics_are_consistent(scn):
     m = bench.run(scn, "1f1b", 0, 0).metrics
     # 24 samples per iteration: throughput = 24 / mean iteration time
     assert m["throughput_samples_s"] == pytest.approx(24 / (m["iteration_time_ms"] / 1000))
-    assert m["peak_activations_mb"] == 8.0
+    assert m["peak_activations_microbatches"] == 8.0
 
 
 def test_nic_failure_restart_vs_host_path(scn):

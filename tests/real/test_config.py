@@ -82,3 +82,69 @@ def test_nvidia_dry_run_records_what_would_run(monkeypatch: pytest.MonkeyPatch, 
     assert devices.placement_env((1,), 1.0)["CUDA_VISIBLE_DEVICES"] == "1"
     with pytest.raises(ConfigError, match="devices.count is required"):
         build_devices(DevicesConf(kind="nvidia"), "dry_run", None)
+
+
+def _real_main(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    """``gpusched-real argv`` in this process: (exit code, stderr)."""
+    from real import cli
+
+    monkeypatch.setattr(sys, "argv", ["gpusched-real", *argv])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    try:
+        cli.main()
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    return code, capsys.readouterr().err
+
+
+REAL_CASES = [
+    (["nope"], "gpusched-real: error: unknown subcommand 'nope'; use one of: profile, replay, compare, pairs"),
+    (["replay", "scenario=tally_pairs"], "gpusched-real replay: error: scenario: tally_pairs is a device-level "
+                                         "scenario; gpusched-real profile, replay and compare run cluster-level"),
+    (["replay", "profile_dir=/nonexist"], "gpusched-real replay: error: profile_dir: /nonexist is not a profile folder "
+                                          "written by gpusched-real profile (no /nonexist/profile.csv)"),
+    (["replay", "bogus=1"], "gpusched-real: error: Could not override 'bogus'"),
+    (["replay", "+bogus=1"], "gpusched-real: error: bogus: unknown key; gpusched-real reads only ['agent_path'"),
+    (["replay", "scenario.workload.jobs=[]"], "gpusched-real: error: scenario.workload.jobs: gpusched-real takes no "
+                                              "scenario.* overrides; copy the scenario's YAML file"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), REAL_CASES, ids=[" ".join(c[0]) for c in REAL_CASES])
+def test_cli_input_errors_are_one_line_exit_2(argv: list[str], message: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    code, err = _real_main([*argv, f"out_dir={tmp_path / 'o'}", "devices.kind=cpu"], capsys, monkeypatch)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(message), lines[0]
+
+
+def test_cli_unwritable_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, err = _real_main(["replay", f"out_dir={blocker / 'sub'}"], capsys, monkeypatch)
+    assert code == 2 and err.strip() == (f"gpusched-real: error: out_dir: cannot create or write {blocker / 'sub'} "
+                                         "(Not a directory)"), err
+
+
+def test_cli_help_documents_the_scenario_file_path() -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run([sys.executable, "-m", "real.cli", "--help"], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert "copy its\nYAML file, edit it and pass scenario=PATH.yaml" in out
+
+
+def test_replay_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    from real.cli import print_progress
+
+    wl, _ = load_workload("real_cpu_small", load_sizes({m: {"arch": "mlp"} for m in ("resnet50", "bert", "pointnet")}), 0)
+    show = print_progress(wl, every_s=10.0)
+    for done, t in [(0, 0.0), (0, 0.5), (1, 0.7), (1, 1.2), (2, 3.0), (2, 12.9), (2, 13.1)]:
+        show(done, t)
+    assert capsys.readouterr().out.splitlines() == [
+        "replay real_cpu_small: 0/6 jobs finished, 0 s elapsed",   # first call
+        "replay real_cpu_small: 1/6 jobs finished, 1 s elapsed",   # count changed, >= 1 s after the last line
+        "replay real_cpu_small: 2/6 jobs finished, 3 s elapsed",
+        "replay real_cpu_small: 2/6 jobs finished, 13 s elapsed",  # 10 s without a change
+    ]

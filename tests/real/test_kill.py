@@ -61,7 +61,10 @@ def _kill_mid_run(tmp_path: Path, sig: int) -> None:
     finally:
         if cli.poll() is None:
             cli.kill()
-    assert cli.returncode != 0, out
+    assert cli.returncode == 130, out
+    assert (f"gpusched-real replay: interrupted; every job process stopped; 1 of 2 jobs finished; results of the "
+            f"run so far in {run / 'results.json'}") in out
+    assert "replay kill_me: 1/2 jobs finished, " in out  # progress while it ran
     assert not processes_mentioning(str(run)), "job processes left behind"
     doc = json.loads((run / "results.json").read_text())
     assert doc["real"]["status"] == "interrupted"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,8 +43,10 @@ class DarisScenario:
         bad = [t for t in self.tasksets if t not in TASKSETS]
         if bad or not self.tasksets:
             raise ValueError(f"tasksets must be a non-empty list of {sorted(TASKSETS)}, got {self.tasksets}")
-        if not self.duration_s > 0:
+        if not 0 < self.duration_s < math.inf:
             raise ValueError(f"duration_s must be in (0, inf), got {self.duration_s}")
+        if not 0 <= self.jitter < 1:  # a factor 1 - jitter <= 0 would make a job take no time or less
+            raise ValueError(f"jitter must be in [0, 1), got {self.jitter}")
         bad = [p for p in self.default_policies if p not in STAGE_POLICIES]
         if bad:
             raise ValueError(f"default_policies must be among {list(STAGE_POLICIES)}, got {bad}")
