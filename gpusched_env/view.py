@@ -121,6 +121,13 @@ class ClusterView:
         return self._state.pending_ids
 
     @property
+    def enqueued(self) -> Sequence[int]:
+        """Ids of the jobs put in the queue so far, in the order they were (arrivals, preemptions,
+        failure requeues; a job appears once per time it entered). Only ever grows, so a policy
+        that remembers its length finds what entered the queue since (do not mutate)."""
+        return self._state.enqueued
+
+    @property
     def pending_gpus(self) -> int:
         """GPUs requested by all queued jobs together."""
         return self._state.pending_gpus

@@ -117,6 +117,7 @@ class Simulator:
         self._first_arrival = self.jobs[0].arrival_s if self.jobs else 0.0
         self._arrivals_done = False
         self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._stragglers: Stragglers | None = None
 
     # -- set-up ------------------------------------------------------------------------------
     def _check_jobs(self) -> None:
@@ -149,7 +150,7 @@ class Simulator:
             self.env.process(self._ticks(round_s))
         m = self.model
         if m.stragglers.enabled:
-            Stragglers(self, m.stragglers, self.topology.n_gpus, self._rng_strag)
+            self._stragglers = Stragglers(self, m.stragglers, self.topology.n_gpus, self._rng_strag)
         if m.variability.drift_sigma > 0:
             self.env.process(drift_process(self, m.variability, self.speed.factors, self._rng_drift))
         if m.failures.mtbf_h:
@@ -163,13 +164,16 @@ class Simulator:
         ``wake`` (optional) filters decision points: one where it returns False is passed over
         without returning (the env uses it to skip points at which no start is possible).
         """
-        env = self.env
+        env, strag = self.env, self._stragglers
         while True:
             if self._tracked_left == 0 or env.peek() == math.inf:
                 self.deadlocked = self._tracked_left > 0 and dead_end(self._snapshot())
                 self.power.account(env.now)
                 return False
             t = env.peek()
+            if strag is not None and strag.next_t < t:
+                self._run_stragglers(strag, t)
+                continue
             self._trigger = False
             while env.peek() == t:
                 env.step()
@@ -183,6 +187,16 @@ class Simulator:
                     return False
                 if wake is None or wake():
                     return True
+
+    def _run_stragglers(self, strag: Stragglers, limit: float) -> None:
+        """Straggler toggles due before ``limit``, merged into the event loop in time order; one
+        that touches jobs runs at its own time (it may arm a completion before ``limit``)."""
+        hit = strag.run_before(limit, self.state.resident, self.speed.set_straggle)
+        if hit is not None:
+            t, g, factor = hit
+            self.env._now = t  # the toggle's time: settle and re-arm its jobs then
+            self.set_straggle(g, factor)
+            self._check()
 
     def wake_at(self, t: float) -> None:
         """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
