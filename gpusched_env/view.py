@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -13,9 +13,9 @@ from gpusched_env.topology import Topology
 from gpusched_env.types import Job
 
 
-@dataclass(frozen=True, slots=True)
-class JobProgress:
-    """Dynamic state of one job, as the backend knows it now."""
+class JobProgress(NamedTuple):
+    """Dynamic state of one job, as the backend knows it now (a named tuple: made at every
+    ``view.progress`` call, so it is cheap to build)."""
 
     done_iters: float
     remaining_iters: float  # oracle knowledge (SRTF uses it; documented)
