@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Generator, Sequence, Sized
+from collections.abc import Callable, Generator, Iterable, Sequence, Sized
 from typing import Protocol
 
 import numpy as np
@@ -55,6 +55,7 @@ class Stragglers:
         self._buf: list[tuple[float, float]] = []
         self._heap: list[tuple[float, int, int, bool]] = []  # (time, order scheduled, GPU, turns on)
         self._seq = 0
+        self._stale: dict[int, float] = {}  # GPU -> factor not yet applied (it held no job)
         now = float(host.env.now)
         for g in range(n_gpus):
             self._toggle(now, g, on=False)
@@ -81,16 +82,14 @@ class Stragglers:
         self._seq += 1
         return factor
 
-    def run_before(
-        self, limit: float, resident: Sequence[Sized], set_idle: Callable[[int, float], None]
-    ) -> tuple[float, int, float] | None:
-        """Run the toggles due before ``limit`` in order. Those of GPUs that hold no job
-        (``resident[g]`` empty) are applied here with ``set_idle(g, factor)`` (the GPU's new factor,
-        no job to settle); the first toggle of a GPU
+    def run_before(self, limit: float, resident: Sequence[Sized]) -> tuple[float, int, float] | None:
+        """Run the toggles due before ``limit`` in order. A toggle of a GPU that holds no job
+        (``resident[g]`` empty) changes nothing but the GPU's factor: it is only noted here, and
+        the host learns it from :meth:`flush` before a job starts there. The first toggle of a GPU
         that holds jobs stops the run and is returned as (time, GPU, factor) for the host to apply
         at that time (it may arm events before ``limit``). None when every toggle before ``limit``
         was run."""
-        heap = self._heap
+        heap, stale = self._heap, self._stale
         while heap and heap[0][0] < limit:
             t, _, g, on = heapq.heappop(heap)
             factor = self._toggle(t, g, on)
@@ -98,8 +97,21 @@ class Stragglers:
                 continue
             if resident[g]:
                 return t, g, factor
-            set_idle(g, factor)
+            stale[g] = factor
         return None
+
+    def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
+        """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
+        stale = self._stale
+        if stale:
+            for g in gpus:
+                factor = stale.pop(g, None)
+                if factor is not None:
+                    apply(g, factor)
+
+    def flush_all(self, apply: Callable[[int, float], None]) -> None:
+        """:meth:`flush` for every GPU (in GPU order)."""
+        self.flush(sorted(self._stale), apply)
 
     def _draw(self) -> tuple[float, float]:
         """(slowdown magnitude, standard exponential) from pre-drawn batches of the stream."""

@@ -191,7 +191,7 @@ class Simulator:
     def _run_stragglers(self, strag: Stragglers, limit: float) -> None:
         """Straggler toggles due before ``limit``, merged into the event loop in time order; one
         that touches jobs runs at its own time (it may arm a completion before ``limit``)."""
-        hit = strag.run_before(limit, self.state.resident, self.speed.set_straggle)
+        hit = strag.run_before(limit, self.state.resident)
         if hit is not None:
             t, g, factor = hit
             self.env._now = t  # the toggle's time: settle and re-arm its jobs then
@@ -290,6 +290,8 @@ class Simulator:
         restarted = count_started(self.records[jid], now)
         cost = self.model.restart_cost_s if restarted else self.model.start_cost_s
         gpus = self.state.running[jid].gpus
+        if self._stragglers is not None:
+            self._stragglers.flush(gpus, self.speed.set_straggle)  # factors that changed while idle
         job = self.state.jobs[jid]
         mult, comm = self.speed.placement_cost(job, gpus)
         self.runs[jid] = _Run(
@@ -423,6 +425,8 @@ class Simulator:
     def set_factors(self, factors: np.ndarray) -> None:
         """The variability factors drifted: every job's speed changes."""
         self.power.account(self.env.now)
+        if self._stragglers is not None:
+            self._stragglers.flush_all(self.speed.set_straggle)
         self.speed.set_factors(factors)
         self._refresh(set(range(self.topology.n_gpus)), self.env.now)
 
