@@ -96,10 +96,7 @@ class _PendingOrder:
 
     def _update(self, view: ClusterView) -> None:
         log = view.enqueued
-        pend = view.pending
-        if self.seen < 0 or len(self.key_of) < len(pend) or len(self.key_of) > 2 * len(pend) + 1024:
-            self._rebuild(view)
-        else:
+        if self.seen >= 0:
             running = view.running
             for jid in log[self.seen:]:
                 self._drop(jid)
@@ -111,6 +108,9 @@ class _PendingOrder:
                     continue
                 k = self.key_of[jid] = self.key(view, job)
                 bisect.insort(self.entries, (k, jid))
+        n_pend = len(view.pending)
+        if self.seen < 0 or len(self.key_of) < n_pend or len(self.key_of) > 2 * n_pend + 1024:
+            self._rebuild(view)
         self.seen = len(log)
 
     def iter_pending(self, view: ClusterView) -> Iterable[Job]:
