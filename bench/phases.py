@@ -27,6 +27,8 @@ import yaml
 
 from gpusched_env.policy import Backend, Policy
 
+PHASES = ("policy", "view", "allocation", "events")
+
 
 @dataclass
 class PhaseTimes:
@@ -43,9 +45,6 @@ class PhaseTimes:
         per = {k: 1e6 * v / max(1, self.rounds) for k, v in self.seconds.items()}
         parts = " | ".join(f"{k} {self.seconds[k]:.2f} s ({per[k]:.0f} us)" for k in PHASES)
         return f"{self.rounds} decision points; {parts}; total {self.total:.2f} s"
-
-
-PHASES = ("policy", "view", "allocation", "events")
 
 
 def run_timed(backend: Backend, policy: Policy) -> PhaseTimes:
