@@ -217,6 +217,10 @@ class QueueScheduler:
         self._cache = _PendingOrder(order) if pending_static and not order.is_arrival_order else None
         self._memo_ok = bool(order.static and getattr(placement, "deterministic", False))
         self._memo: _RoundOutcome | None = None
+        # non-sticky rounds place every selected job afresh on the same free GPUs: with a
+        # deterministic placement, the jobs that lead the order as in the last round get the same GPUs
+        self._replay_ok = not sticky and bool(getattr(placement, "deterministic", False))
+        self._replay: tuple[bytes, list[tuple[int, GpuSet | None]]] | None = None
 
     # -- entry point -------------------------------------------------------------------------
     def decide(self, view: ClusterView) -> list[Decision]:
@@ -284,6 +288,16 @@ class QueueScheduler:
             self._memo = _RoundOutcome.after(view, out)
         return out
 
+    def _replay_from(self, ctx: PlacementContext, view: ClusterView) -> list[tuple[int, GpuSet | None]] | None:
+        """Last round's placements, in order, when this round starts from the same free GPUs and
+        slowdown profile (a deterministic placement then repeats them for the same leading jobs)."""
+        if not self._replay_ok:
+            return None
+        sig = ctx.free.tobytes() + np.ascontiguousarray(view.slowdown).tobytes()
+        last = self._replay
+        self._replay = (sig, [])
+        return last[1] if last is not None and last[0] == sig else None
+
     def _round_decisions(self, view: ClusterView) -> list[Decision]:
         running = view.running
         up = np.asarray(view.up)
@@ -318,11 +332,19 @@ class QueueScheduler:
         ctx = PlacementContext(view, up & (n_res == 0))
 
         placed: dict[int, GpuSet] = {}
+        replay = self._replay_from(ctx, view)
+        record: list[tuple[int, GpuSet | None]] = []
         for job in selected:
             jid = job.job_id
             if jid in running and self.sticky:
                 continue  # keeps its GPUs
-            gpus = self.placement.place(job, ctx)
+            i = len(record)
+            if replay is not None and i < len(replay) and replay[i][0] == jid:
+                gpus = replay[i][1]  # same job on the same free GPUs as last round: same GPUs
+            else:
+                replay = None
+                gpus = self.placement.place(job, ctx)
+            record.append((jid, gpus))
             if gpus is None:
                 if self.head_of_line:
                     break
@@ -330,6 +352,8 @@ class QueueScheduler:
             ctx.take(gpus)
             placed[jid] = gpus
 
+        if self._replay is not None:
+            self._replay = (self._replay[0], record)
         out: list[Decision] = [Preempt(jid) for jid in preempt]
         if not self.sticky:
             for jid in running:
