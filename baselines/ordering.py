@@ -15,7 +15,9 @@ A key maps ``(view, job)`` to a tuple; smaller sorts first. Every key ends with
   config parameter), queue 1 after; FIFO (arrival) within a queue.
 
 ``static`` is True when the key depends only on the :class:`Job` (not on progress); schedulers use
-it to cache the order between calls. ``is_arrival_order`` is True when the order equals the backend's
+it to cache the order between calls. ``pending_static`` is True when the key does not change while
+the job waits in the queue (every key here: progress moves only while a job runs), so a scheduler
+may key a job once each time it enters the queue. ``is_arrival_order`` is True when the order equals the backend's
 pending order (arrival order), which lets FIFO read ``view.pending`` without sorting.
 """
 
@@ -34,6 +36,7 @@ class OrderKey(Protocol):
 
     name: str
     static: bool
+    pending_static: bool
     is_arrival_order: bool
 
     def __call__(self, view: ClusterView, job: Job) -> Key: ...
@@ -44,6 +47,7 @@ class FifoOrder:
 
     name = "fifo"
     static = True
+    pending_static = True
     is_arrival_order = True
 
     def __call__(self, view: ClusterView, job: Job) -> Key:
@@ -55,6 +59,7 @@ class SjfOrder:
 
     name = "sjf"
     static = True
+    pending_static = True
     is_arrival_order = False
 
     def __call__(self, view: ClusterView, job: Job) -> Key:
@@ -66,6 +71,7 @@ class SrtfOrder:
 
     name = "srtf"
     static = False
+    pending_static = True
     is_arrival_order = False
 
     def __call__(self, view: ClusterView, job: Job) -> Key:
@@ -78,6 +84,7 @@ class LasOrder:
 
     name = "las"
     static = False
+    pending_static = True
     is_arrival_order = False
 
     def __call__(self, view: ClusterView, job: Job) -> Key:
@@ -89,6 +96,7 @@ class TiresiasOrder:
 
     name = "tiresias"
     static = False
+    pending_static = True
     is_arrival_order = False
 
     def __init__(self, threshold_gpu_s: float = 3600.0) -> None:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines.ordering import FifoOrder
-from baselines.placement import PMFirstPlacement, node_slices, pm_first_gpus
+from baselines.placement import PMFirstPlacement, pm_first_gpus
 from baselines.scheduler import QueueScheduler
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.types import PERF_CLASSES, Job
@@ -228,35 +228,38 @@ class PALPlacement:
         level = cf.level
         if not 1 < n <= ctx.view.topology.max_gpus_per_node:
             return pm_first_gpus(cand, n, level, ctx.gpu_node)
+        # cum[k, L]: candidates on node k with level <= L (one count for every entry of the order)
+        lv, nodes = level[cand], ctx.gpu_node[cand]
+        n_lv, n_nodes = cf.values.size, ctx.node_first.size - 1
+        cum = np.bincount(nodes * n_lv + lv, minlength=n_nodes * n_lv).reshape(n_nodes, n_lv).cumsum(axis=1)
+        total = cum.sum(axis=0)
         for e in cf.lv_order:
-            sub = cand[level[cand] <= e.level]
-            if sub.size < n:
+            if total[e.level] < n:
                 continue
             if not e.within:
-                return pm_first_gpus(sub, n, level, ctx.gpu_node)
-            gpus = _best_within_node(sub, n, level, ctx.node_first)
+                return pm_first_gpus(cand[lv <= e.level], n, level, ctx.gpu_node)
+            gpus = _best_within_node(cand, lv, nodes, cum, e.level, n)
             if gpus is not None:
                 return gpus
         return None
 
 
-def _best_within_node(sub: np.ndarray, n: int, level: np.ndarray, node_first: np.ndarray) -> GpuSet | None:
-    """The node whose ``sub`` GPUs hold n with the smallest max level (ties: more GPUs, lower id)."""
-    pos = node_slices(sub, node_first)
-    counts = np.diff(pos)
+def _best_within_node(
+    cand: np.ndarray, lv: np.ndarray, nodes: np.ndarray, cum: np.ndarray, cap: int, n: int
+) -> GpuSet | None:
+    """Among the candidates of level <= ``cap``: the node whose candidates hold n with the smallest
+    max level (ties: more such candidates, then the lower node id), and its n lowest-id GPUs of
+    level <= that max. ``lv``, ``nodes``: level and node of each candidate; ``cum`` as in
+    :meth:`PALPlacement.place`."""
+    counts = cum[:, cap]
     ok = np.flatnonzero(counts >= n)
     if ok.size == 0:
         return None
-    lv = level[sub]
-    n_lv = int(lv.max()) + 1
-    node_of = np.repeat(np.arange(counts.size), counts)
-    per = np.bincount(node_of * n_lv + lv, minlength=counts.size * n_lv).reshape(counts.size, n_lv)
-    cum = np.cumsum(per[ok], axis=1)
-    worst = np.argmax(cum >= n, axis=1)  # min over N-subsets of the max level, per node
+    worst = np.argmax(cum[ok] >= n, axis=1)  # min over N-subsets of the max level, per node
     best = int(np.lexsort((ok, -counts[ok], worst))[0])
     node, w = int(ok[best]), int(worst[best])
-    g = sub[pos[node] : pos[node + 1]]
-    return tuple(int(x) for x in g[level[g] <= w][:n])
+    g = cand[(nodes == node) & (lv <= w)]
+    return tuple(int(x) for x in g[:n])
 
 
 def _class_rank(job: Job) -> float:

@@ -61,49 +61,83 @@ def _arrival(job: Job) -> tuple[float, int]:
     return (job.arrival_s, job.job_id)
 
 
-class _StaticOrderCache:
-    """Pending jobs sorted by a static key, kept between calls (so SJF does not re-sort 80k jobs).
+def _first(item: tuple[Key, Job]) -> Key:
+    return item[0]
 
-    New arrivals are found at the tail of ``view.pending`` (arrival order). Entries of jobs that
-    are running or finished are skipped (finished ones dropped). Jobs that return to the queue
-    (preemption, failure) never left the list. Rebuilt when the counts show something is missing.
+
+class _PendingOrder:
+    """Queued jobs sorted by the order key, kept between calls (so SJF, SRTF, LAS and Tiresias do
+    not re-key and re-sort the whole queue at every decision point).
+
+    Valid for keys that do not change while a job waits (``pending_static``: they depend on the job
+    and on progress, which only moves while a job runs). A job is (re)keyed when it enters the
+    queue: the calls read what entered since the last one from ``view.enqueued`` (arrivals,
+    preemptions, failure requeues, whoever caused them). Entries of jobs that have left the queue
+    since (started, finished) are dropped when met. Rebuilt when the counts show something is
+    missing, or to purge stale entries.
     """
 
     def __init__(self, key: OrderKey) -> None:
         self.key = key
-        self.entries: list[tuple[Key, int]] = []
-        self.last: tuple[float, int] | None = None
+        self.entries: list[tuple[Key, int]] = []  # (key, job id), sorted
+        self.key_of: dict[int, Key] = {}  # job id -> its key in ``entries``
+        self.seen = -1  # len(view.enqueued) at the last call; -1: rebuild
+
+    def _drop(self, jid: int) -> None:
+        k = self.key_of.pop(jid, None)
+        if k is not None:
+            entries = self.entries
+            i = bisect.bisect_left(entries, (k, jid))
+            del entries[i]
+
+    def _rebuild(self, view: ClusterView) -> None:
+        self.key_of = {j.job_id: self.key(view, j) for j in view.pending}
+        self.entries = sorted((k, jid) for jid, k in self.key_of.items())
+
+    def _update(self, view: ClusterView) -> None:
+        log = view.enqueued
+        if self.seen >= 0:
+            running = view.running
+            for jid in log[self.seen:]:
+                self._drop(jid)
+                if jid in running:
+                    continue  # queued and started again since
+                try:
+                    job = view.job(jid)
+                except KeyError:  # finished since
+                    continue
+                k = self.key_of[jid] = self.key(view, job)
+                bisect.insort(self.entries, (k, jid))
+        n_pend = len(view.pending)
+        if self.seen < 0 or len(self.key_of) < n_pend or len(self.key_of) > 2 * n_pend + 1024:
+            self._rebuild(view)
+        self.seen = len(log)
 
     def iter_pending(self, view: ClusterView) -> Iterable[Job]:
-        pend = view.pending
+        """The queued jobs in key order (lazily: a caller that stops early pays for what it read)."""
+        self._update(view)
         running = view.running
-        if self.last is not None and len(self.entries) < len(pend):
-            self.last = None  # something we never saw: rebuild
-        if self.last is None:
-            self.entries = sorted((self.key(view, j), j.job_id) for j in pend)
-        else:
-            i = len(pend)
-            while i > 0 and (pend[i - 1].arrival_s, pend[i - 1].job_id) > self.last:
-                i -= 1
-            for j in pend[i:]:
-                bisect.insort(self.entries, (self.key(view, j), j.job_id))
-        if pend:
-            self.last = max((pend[-1].arrival_s, pend[-1].job_id), self.last or (-np.inf, -1))
-        if len(self.entries) > 2 * (len(pend) + len(running)) + 1024:
-            self.last = None  # purge finished entries on the next call
+        entries = self.entries
         k = 0
-        while k < len(self.entries):
-            jid = self.entries[k][1]
-            if jid in running:
-                k += 1
+        while k < len(entries):
+            jid = entries[k][1]
+            if jid in running:  # started since it was keyed: re-keyed when it returns to the queue
+                del self.key_of[jid]
+                del entries[k]
                 continue
             try:
                 job = view.job(jid)
             except KeyError:  # finished
-                del self.entries[k]
+                del self.key_of[jid]
+                del entries[k]
                 continue
             yield job
             k += 1
+
+    def keyed_pending(self, view: ClusterView) -> Iterable[tuple[Key, Job]]:
+        """(key, job) of the queued jobs in key order."""
+        for job in self.iter_pending(view):
+            yield self.key_of[job.job_id], job
 
 
 class _RoundOutcome:
@@ -179,9 +213,14 @@ class QueueScheduler:
         self.events = events
         self.placement_order = placement_order
         self._last_round: float | None = None
-        self._cache = _StaticOrderCache(order) if order.static and not order.is_arrival_order else None
+        pending_static = getattr(order, "pending_static", order.static)
+        self._cache = _PendingOrder(order) if pending_static and not order.is_arrival_order else None
         self._memo_ok = bool(order.static and getattr(placement, "deterministic", False))
         self._memo: _RoundOutcome | None = None
+        # non-sticky rounds place every selected job afresh on the same free GPUs: with a
+        # deterministic placement, the jobs that lead the order as in the last round get the same GPUs
+        self._replay_ok = not sticky and bool(getattr(placement, "deterministic", False))
+        self._replay: tuple[bytes, list[tuple[int, GpuSet | None]]] | None = None
 
     # -- entry point -------------------------------------------------------------------------
     def decide(self, view: ClusterView) -> list[Decision]:
@@ -249,6 +288,16 @@ class QueueScheduler:
             self._memo = _RoundOutcome.after(view, out)
         return out
 
+    def _replay_from(self, ctx: PlacementContext, view: ClusterView) -> list[tuple[int, GpuSet | None]] | None:
+        """Last round's placements, in order, when this round starts from the same free GPUs and
+        slowdown profile (a deterministic placement then repeats them for the same leading jobs)."""
+        if not self._replay_ok:
+            return None
+        sig = ctx.free.tobytes() + np.ascontiguousarray(view.slowdown).tobytes()
+        last = self._replay
+        self._replay = (sig, [])
+        return last[1] if last is not None and last[0] == sig else None
+
     def _round_decisions(self, view: ClusterView) -> list[Decision]:
         running = view.running
         up = np.asarray(view.up)
@@ -262,6 +311,11 @@ class QueueScheduler:
             # pending is already in arrival order: merge lazily and stop at the first misfit
             run_jobs.sort(key=_arrival)
             selected = self._select(heapq.merge(run_jobs, view.pending, key=_arrival), capacity)
+        elif self._cache is not None:
+            # the queue is kept in key order: merge it lazily with the (few) running jobs
+            keyed_run = sorted(((key(view, j), j) for j in run_jobs), key=_first)
+            merged = heapq.merge(keyed_run, self._cache.keyed_pending(view), key=_first)
+            selected = self._select((j for _, j in merged), capacity)
         else:
             active = run_jobs + list(view.pending)
             active.sort(key=lambda j: key(view, j))
@@ -278,11 +332,19 @@ class QueueScheduler:
         ctx = PlacementContext(view, up & (n_res == 0))
 
         placed: dict[int, GpuSet] = {}
+        replay = self._replay_from(ctx, view)
+        record: list[tuple[int, GpuSet | None]] = []
         for job in selected:
             jid = job.job_id
             if jid in running and self.sticky:
                 continue  # keeps its GPUs
-            gpus = self.placement.place(job, ctx)
+            i = len(record)
+            if replay is not None and i < len(replay) and replay[i][0] == jid:
+                gpus = replay[i][1]  # same job on the same free GPUs as last round: same GPUs
+            else:
+                replay = None
+                gpus = self.placement.place(job, ctx)
+            record.append((jid, gpus))
             if gpus is None:
                 if self.head_of_line:
                     break
@@ -290,6 +352,8 @@ class QueueScheduler:
             ctx.take(gpus)
             placed[jid] = gpus
 
+        if self._replay is not None:
+            self._replay = (self._replay[0], record)
         out: list[Decision] = [Preempt(jid) for jid in preempt]
         if not self.sticky:
             for jid in running:

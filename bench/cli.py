@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bench.bare_loop import time_replay
 from bench.levels import (
     BenchInterrupted,
     LevelPlan,
@@ -364,27 +365,36 @@ def run_perf(cfg: DictConfig, console: Console) -> dict[str, Any]:
     check_out_dir(Path(cfg.out_dir), True, False)
     rows = []
     for p in policies:
-        loads, sims, cpus, n_jobs = [], [], [], 0
+        loads, sims, cpus, bares, bare_cpus, n_jobs = [], [], [], [], [], 0
         for _ in range(int(cfg.perf_repeats)):
             t0 = time.perf_counter()
             topo = scn.cluster.topology()
-            n_jobs = len(build_workloads(scn, 0, topo)[0][1])
+            jobs = build_workloads(scn, 0, topo)[0][1]
+            n_jobs = len(jobs)
             t1, c1 = time.perf_counter(), time.process_time()
             simulate(scn, make_policy(p, scn, 0), 0)
             t2, c2 = time.perf_counter(), time.process_time()
             loads.append(t1 - t0)
             sims.append(t2 - t1)
             cpus.append(c2 - c1)
+            bare_wall, bare_cpu = time_replay(jobs, 1)  # the bare heap loop on the same jobs and core, right after
+            bares.append(bare_wall)
+            bare_cpus.append(bare_cpu)
         rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        med, cpu = statistics.median(sims), statistics.median(cpus)
+        med, cpu, bare = statistics.median(sims), statistics.median(cpus), statistics.median(bares)
+        bare_cpu = statistics.median(bare_cpus)
         rows.append({"policy": p, "jobs": n_jobs, "load_s": statistics.median(loads), "simulate_s_median": med,
                      "simulate_s_all": sims, "cpu_s_median": cpu, "jobs_per_s": n_jobs / med,
-                     "jobs_per_cpu_s": n_jobs / cpu, "peak_rss_mb": rss_mb})
+                     "jobs_per_cpu_s": n_jobs / cpu, "peak_rss_mb": rss_mb, "bare_loop_s_median": bare,
+                     "bare_loop_cpu_s_median": bare_cpu, "ratio_to_bare_loop": med / bare,
+                     "cpu_ratio_to_bare_loop": cpu / bare_cpu})
         console.print(
             f"{scn.name} {p}: {n_jobs} jobs; simulate median of {len(sims)} runs {med:.2f} s wall "
             f"({n_jobs / med:,.0f} jobs/s), {cpu:.2f} s CPU ({n_jobs / cpu:,.0f} jobs/CPU-s); trace load "
             f"{statistics.median(loads):.2f} s (separate); peak RSS {rss_mb:.0f} MB"
         )
+        console.print(f"{scn.name} {p}: bare heap loop on the same jobs {bare:.3f} s wall, {bare_cpu:.3f} s CPU; "
+                      f"simulation / bare loop = {med / bare:.1f}x wall, {cpu / bare_cpu:.1f}x CPU")
     doc = {"scenario": scn.name, "perf": rows}
     write_json_atomic(Path(cfg.out_dir) / "perf.json", doc)
     return doc

@@ -78,6 +78,7 @@ class ClusterState:
         self._pending_keys: list[tuple[float, int]] = []  # (arrival, id) of ``pending``: bisect without a key function
         self.pending_gpus = 0  # GPUs requested by the queue in all
         self.pending_sizes: dict[int, int] = {}  # GPU count -> queued jobs requesting it
+        self.enqueued: list[int] = []  # every job id put in the queue, in order (arrival, preemption, requeue)
         self.running: dict[int, Allocation] = {}
         self._ro: dict[str, np.ndarray] = {}
 
@@ -107,6 +108,7 @@ class ClusterState:
         self._pending_keys.insert(i, key)
         self.pending.insert(i, job)
         self.pending_ids.insert(i, job.job_id)
+        self.enqueued.append(job.job_id)
         self.pending_gpus += job.num_gpus
         self.pending_sizes[job.num_gpus] = self.pending_sizes.get(job.num_gpus, 0) + 1
 

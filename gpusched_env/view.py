@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -13,9 +13,9 @@ from gpusched_env.topology import Topology
 from gpusched_env.types import Job
 
 
-@dataclass(frozen=True, slots=True)
-class JobProgress:
-    """Dynamic state of one job, as the backend knows it now."""
+class JobProgress(NamedTuple):
+    """Dynamic state of one job, as the backend knows it now (a named tuple: made at every
+    ``view.progress`` call, so it is cheap to build)."""
 
     done_iters: float
     remaining_iters: float  # oracle knowledge (SRTF uses it; documented)
@@ -119,6 +119,13 @@ class ClusterView:
     def pending_ids(self) -> Sequence[int]:
         """Ids of the queued jobs, in the order of :attr:`pending` (do not mutate)."""
         return self._state.pending_ids
+
+    @property
+    def enqueued(self) -> Sequence[int]:
+        """Ids of the jobs put in the queue so far, in the order they were (arrivals, preemptions,
+        failure requeues; a job appears once per time it entered). Only ever grows, so a policy
+        that remembers its length finds what entered the queue since (do not mutate)."""
+        return self._state.enqueued
 
     @property
     def pending_gpus(self) -> int:

@@ -3,7 +3,9 @@ factors, and node failures with repair. Each draws from its own child stream of 
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import heapq
+import math
+from collections.abc import Callable, Generator, Iterable, Sequence, Sized
 from typing import Protocol
 
 import numpy as np
@@ -35,8 +37,14 @@ class Host(Protocol):
 
 class Stragglers:
     """Each GPU alternates normal and straggling periods of exponential length (see
-    :class:`~gpusched_env.cluster.model.StragglerConfig`); toggles are a callback chain rather than
-    SimPy processes (cheaper per event)."""
+    :class:`~gpusched_env.cluster.model.StragglerConfig`).
+
+    The toggles are a timeline of their own (a heap ordered by time, then by the order they were
+    scheduled in), not SimPy events: most toggle GPUs that hold no job, which changes nothing but
+    the GPU's factor, so the host merges the timeline into its event loop with :meth:`run_before`
+    and handles only the toggles that touch jobs itself. The draws are taken in toggle order, so
+    the result is the same as toggles run as SimPy callbacks in time order.
+    """
 
     def __init__(self, host: Host, cfg: StragglerConfig, n_gpus: int, rng: np.random.Generator) -> None:
         frac = min(0.99, STRAGGLER_FRACTION * cfg.fraction_scale)
@@ -45,21 +53,65 @@ class Stragglers:
         self.mean_off = self.mean_on * (1 - frac) / frac
         self.slowed = [False] * n_gpus
         self._buf: list[tuple[float, float]] = []
+        self._heap: list[tuple[float, int, int, bool]] = []  # (time, order scheduled, GPU, turns on)
+        self._seq = 0
+        self._stale: dict[int, float] = {}  # GPU -> factor not yet applied (it held no job)
+        now = float(host.env.now)
         for g in range(n_gpus):
-            self.toggle(g, on=False)
+            self._toggle(now, g, on=False)
 
-    def toggle(self, g: int, on: bool) -> None:
+    @property
+    def next_t(self) -> float:
+        """Time of the next toggle."""
+        return self._heap[0][0] if self._heap else math.inf
+
+    def _toggle(self, t: float, g: int, on: bool) -> float | None:
+        """Toggle GPU ``g`` at time ``t`` and schedule its next toggle; returns the GPU's new factor,
+        or None when it does not change (a normal period begins on a GPU that was not slowed)."""
         mag, exp = self._draw()
+        factor: float | None
         if on:
             self.slowed[g] = mag != 1.0
-            self.host.set_straggle(g, mag)
+            factor = mag
             delay = exp * self.mean_on
         else:
-            if self.slowed[g]:
-                self.slowed[g] = False
-                self.host.set_straggle(g, 1.0)
+            factor = 1.0 if self.slowed[g] else None
+            self.slowed[g] = False
             delay = exp * self.mean_off
-        self.host.env.timeout(delay).callbacks.append(lambda _e: self.toggle(g, not on))
+        heapq.heappush(self._heap, (t + delay, self._seq, g, not on))
+        self._seq += 1
+        return factor
+
+    def run_before(self, limit: float, resident: Sequence[Sized]) -> tuple[float, int, float] | None:
+        """Run the toggles due before ``limit`` in order. A toggle of a GPU that holds no job
+        (``resident[g]`` empty) changes nothing but the GPU's factor: it is only noted here, and
+        the host learns it from :meth:`flush` before a job starts there. The first toggle of a GPU
+        that holds jobs stops the run and is returned as (time, GPU, factor) for the host to apply
+        at that time (it may arm events before ``limit``). None when every toggle before ``limit``
+        was run."""
+        heap, stale = self._heap, self._stale
+        while heap and heap[0][0] < limit:
+            t, _, g, on = heapq.heappop(heap)
+            factor = self._toggle(t, g, on)
+            if factor is None:
+                continue
+            if resident[g]:
+                return t, g, factor
+            stale[g] = factor
+        return None
+
+    def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
+        """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
+        stale = self._stale
+        if stale:
+            for g in gpus:
+                factor = stale.pop(g, None)
+                if factor is not None:
+                    apply(g, factor)
+
+    def flush_all(self, apply: Callable[[int, float], None]) -> None:
+        """:meth:`flush` for every GPU (in GPU order)."""
+        self.flush(sorted(self._stale), apply)
 
     def _draw(self) -> tuple[float, float]:
         """(slowdown magnitude, standard exponential) from pre-drawn batches of the stream."""

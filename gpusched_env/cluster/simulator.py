@@ -123,6 +123,7 @@ class Simulator:
         self._arrivals_done = False
         self.watch: Watch | None = None  # limits and progress of the run (gpusched_env.cluster.watch)
         self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._stragglers: Stragglers | None = None
 
     # -- set-up ------------------------------------------------------------------------------
     def _check_jobs(self) -> None:
@@ -155,7 +156,7 @@ class Simulator:
             self.env.process(self._ticks(round_s))
         m = self.model
         if m.stragglers.enabled:
-            Stragglers(self, m.stragglers, self.topology.n_gpus, self._rng_strag)
+            self._stragglers = Stragglers(self, m.stragglers, self.topology.n_gpus, self._rng_strag)
         if m.variability.drift_sigma > 0:
             self.env.process(drift_process(self, m.variability, self.speed.factors, self._rng_drift))
         if m.failures.mtbf_h:
@@ -169,13 +170,16 @@ class Simulator:
         ``wake`` (optional) filters decision points: one where it returns False is passed over
         without returning (the env uses it to skip points at which no start is possible).
         """
-        env = self.env
+        env, strag = self.env, self._stragglers
         while True:
             if self._tracked_left == 0 or env.peek() == math.inf:
                 self.deadlocked = self._tracked_left > 0 and dead_end(self._snapshot())
                 self.power.account(env.now)
                 return False
             t = env.peek()
+            if strag is not None and strag.next_t < t:
+                self._run_stragglers(strag, t)
+                continue
             self._trigger = False
             while env.peek() == t:
                 env.step()
@@ -191,6 +195,16 @@ class Simulator:
                     return False
                 if wake is None or wake():
                     return True
+
+    def _run_stragglers(self, strag: Stragglers, limit: float) -> None:
+        """Straggler toggles due before ``limit``, merged into the event loop in time order; one
+        that touches jobs runs at its own time (it may arm a completion before ``limit``)."""
+        hit = strag.run_before(limit, self.state.resident)
+        if hit is not None:
+            t, g, factor = hit
+            self.env._now = t  # the toggle's time: settle and re-arm its jobs then
+            self.set_straggle(g, factor)
+            self._check()
 
     def wake_at(self, t: float) -> None:
         """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
@@ -284,6 +298,8 @@ class Simulator:
         restarted = count_started(self.records[jid], now)
         cost = self.model.restart_cost_s if restarted else self.model.start_cost_s
         gpus = self.state.running[jid].gpus
+        if self._stragglers is not None:
+            self._stragglers.flush(gpus, self.speed.set_straggle)  # factors that changed while idle
         job = self.state.jobs[jid]
         mult, comm = self.speed.placement_cost(job, gpus)
         self.runs[jid] = _Run(
@@ -444,6 +460,8 @@ class Simulator:
     def set_factors(self, factors: np.ndarray) -> None:
         """The variability factors drifted: every job's speed changes."""
         self.power.account(self.env.now)
+        if self._stragglers is not None:
+            self._stragglers.flush_all(self.speed.set_straggle)
         self.speed.set_factors(factors)
         self._refresh(set(range(self.topology.n_gpus)), self.env.now)
 

@@ -26,11 +26,11 @@ import numpy as np
 from gpusched_env.allocation import Allocation, ClusterState
 from gpusched_env.catalog import GPUS, ModelSpec
 from gpusched_env.cluster.model import LocalityConfig
-from gpusched_env.device.model import DeviceModel, Tenant
+from gpusched_env.device.model import DeviceModel, DeviceOutcome, Tenant
 from gpusched_env.pipeline.coupling import iteration_time_ms
 from gpusched_env.pipeline.spec import PipelineSpec
 from gpusched_env.topology import Topology
-from gpusched_env.types import Job
+from gpusched_env.types import Job, Sharing
 
 
 class JobSpeed(Protocol):
@@ -62,6 +62,10 @@ class DataParallelSpeed:
         self.speed = np.array([types[i].speed for i in topology.gpu_type_idx])
         self.straggle = np.ones(topology.n_gpus)
         self._speed_l: list[float] = self.speed.tolist()
+        # per GPU: (resident ids, their Sharing, the device model's outcome for them)
+        self._outcome: list[tuple[tuple[int, ...], tuple[Sharing, ...], DeviceOutcome] | None] = (
+            [None] * topology.n_gpus
+        )
         self.set_factors(factors)
 
     def set_factors(self, factors: np.ndarray) -> None:
@@ -111,7 +115,7 @@ class DataParallelSpeed:
         here = self.state.resident[g]
         if len(here) == 1 and not self.state.running[job.job_id].sharing.is_mps:
             return self._slow[g][c]
-        sd = self.device.share(self.topology.gpu_type_of(g), self.tenants(g)).tenants[here.index(job.job_id)].slowdown
+        sd = self.outcome(g).tenants[here.index(job.job_id)].slowdown
         return float(self.factors[g, c] * self.straggle[g] * sd / self.speed[g])
 
     def _pipeline_iter_s(self, job: Job, spec: PipelineSpec, alloc: Allocation) -> float:
@@ -134,7 +138,20 @@ class DataParallelSpeed:
 
     def shared_util(self, g: int) -> float:
         """Busy fraction of GPU ``g`` shared by its tenants (the device model's figure)."""
-        return self.device.share(self.topology.gpu_type_of(g), self.tenants(g)).util
+        return self.outcome(g).util
+
+    def outcome(self, g: int) -> DeviceOutcome:
+        """The device model's outcome for GPU ``g``'s residents, remembered while they and their
+        sharing stay the same (the device model is a pure function of them)."""
+        ids = tuple(self.state.resident[g])
+        running = self.state.running
+        sharing = tuple(running[j].sharing for j in ids)
+        hit = self._outcome[g]
+        if hit is not None and hit[0] == ids and hit[1] == sharing:
+            return hit[2]
+        out = self.device.share(self.topology.gpu_type_of(g), self.tenants(g))
+        self._outcome[g] = (ids, sharing, out)
+        return out
 
 
 @lru_cache(maxsize=65536)
