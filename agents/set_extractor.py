@@ -135,5 +135,9 @@ def action_probs(policy: MaskableActorCriticPolicy, obs: dict[str, np.ndarray], 
 
 
 def set_action(policy: MaskableActorCriticPolicy, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
-    """The deterministic (most probable valid) action for one token observation of any padding."""
-    return int(np.argmax(action_probs(policy, obs, mask)))
+    """The deterministic action (the highest-scoring valid one, as ``predict(deterministic=True)``) for
+    one token observation of any padding; the scores only, no distribution object (a fast path for play)."""
+    with torch.no_grad():
+        t = {k: torch.as_tensor(np.asarray(v, dtype=np.float32)).unsqueeze(0) for k, v in obs.items()}
+        scores = policy.action_net(policy.mlp_extractor.forward_actor(policy.extract_features(t)))[0].numpy()
+    return int(np.argmax(np.where(np.asarray(mask, dtype=bool), scores, -np.inf)))

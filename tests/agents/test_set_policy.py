@@ -13,7 +13,7 @@ import yaml
 
 import gpusched_env  # noqa: F401
 from agents.adapter import AgentPolicy, load_agent_policy, write_meta
-from agents.set_extractor import SetPolicy, action_probs
+from agents.set_extractor import SetPolicy, action_probs, set_action
 from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import CONF_DIR
 from gpusched_env.envs.tokens import token_space
@@ -110,3 +110,16 @@ def test_node_order_does_not_change_the_action_probabilities():
     # and a different node set does change them
     other = dict(obs, nodes=obs["nodes"] * 0.5)
     assert not np.allclose(action_probs(policy, other, mask), base, rtol=1e-5, atol=1e-7)
+
+
+def test_fast_action_is_the_most_probable_valid_one():
+    policy = _policy(5, 4, seed=1)
+    with torch.no_grad():
+        policy.features_extractor.score[-1].weight.mul_(300.0)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        obs = {"nodes": rng.uniform(0, 1, (5, 8)).astype(np.float32), "node_mask": np.ones(5, np.float32),
+               "slots": rng.uniform(0, 1, (4, 11)).astype(np.float32), "glob": rng.uniform(0, 1, 8).astype(np.float32)}
+        mask = rng.uniform(size=4 * len(OPTIONS) + 1) < 0.5
+        mask[-1] = True
+        assert set_action(policy, obs, mask) == int(np.argmax(action_probs(policy, obs, mask)))
