@@ -139,5 +139,7 @@ def set_action(policy: MaskableActorCriticPolicy, obs: dict[str, np.ndarray], ma
     one token observation of any padding; the scores only, no distribution object (a fast path for play)."""
     with torch.no_grad():
         t = {k: torch.as_tensor(np.asarray(v, dtype=np.float32)).unsqueeze(0) for k, v in obs.items()}
-        scores = policy.action_net(policy.mlp_extractor.forward_actor(policy.extract_features(t)))[0].numpy()
+        features = policy.extract_features(t)
+        assert isinstance(features, torch.Tensor)  # one extractor shared by actor and critic
+        scores = policy.action_net(policy.mlp_extractor.forward_actor(features))[0].numpy()
     return int(np.argmax(np.where(np.asarray(mask, dtype=bool), scores, -np.inf)))
