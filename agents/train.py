@@ -96,7 +96,9 @@ def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
     e.g. the set policy's ``tokens: true``) over them."""
     e: dict[str, Any] = OmegaConf.to_container(cfg.env, resolve=True)  # type: ignore[assignment]
     e.pop("id", None)
-    e.update(OmegaConf.to_container(cfg.agent.get("env") or {}, resolve=True))  # type: ignore[arg-type]
+    own = cfg.agent.get("env")
+    if own is not None:
+        e.update(OmegaConf.to_container(own, resolve=True))  # type: ignore[arg-type]
     if e.get("options") is not None:
         e["options"] = list(e["options"])
     return e
