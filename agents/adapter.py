@@ -27,6 +27,7 @@ from gpusched_env.envs.cluster_v1 import RoundClock
 from gpusched_env.envs.observe import DecisionBuilder, JobCache, obs_size
 from gpusched_env.envs.options import OptionSet, pal_params
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
+from gpusched_env.envs.tokens import pad_mask, to_tokens, window_action
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Decision
 from gpusched_env.view import ClusterView
@@ -149,6 +150,21 @@ class AgentPolicy(_ModelPolicy):
         self.fifo_slots = int(env["fifo_slots"])
         self.max_actions = int(env["max_actions_per_decision"])
         self.options = OptionSet(tuple(env["options"]), pal_params(scn, env["pal"], workload))
+        # a set model (tokens): padded to the trained maximum, or to this cluster's nodes when it has more
+        self.tokens = bool(env["tokens"])
+        self.n_nodes = scn.cluster.topology().n_nodes
+        self.max_nodes = max(int(env["max_nodes"]), self.n_nodes)
+        self.max_queue = int(env["max_queue"])
+
+    def _action(self, b: DecisionBuilder) -> int:
+        if not self.tokens:
+            return predict(self.model, b.observe(), b.mask(), self.masked)
+        from agents.set_extractor import set_action
+
+        p = len(self.options)
+        obs = to_tokens(b.observe(), self.n_nodes, self.k, self.max_nodes, self.max_queue)
+        a = set_action(self.model.policy, obs, pad_mask(b.mask(), self.k, p, self.max_queue))
+        return window_action(a, self.k, p, self.max_queue)
 
     def decide(self, view: ClusterView) -> list[Decision]:
         self._tick()
@@ -156,7 +172,7 @@ class AgentPolicy(_ModelPolicy):
         for _ in range(self.max_actions):
             if not b.any_valid():
                 break
-            a = predict(self.model, b.observe(), b.mask(), self.masked)
+            a = self._action(b)
             if a == b.done_action or b.act(a) is None:
                 break  # (the env: "done", or an invalid action repeated until the cap, then done)
         return list(b.decisions)
@@ -230,6 +246,12 @@ def check_shapes(
     """The model's observation and action sizes are this scenario's, else a ConfigError naming the
     scenario the model was trained on."""
     n_nodes = scn.cluster.topology().n_nodes
+    if isinstance(policy, AgentPolicy) and policy.tokens:  # a set model fits any cluster: check its options
+        want_act = policy.max_queue * len(policy.options) + 1
+        if int(getattr(model.action_space, "n", want_act)) != want_act:
+            raise ConfigError(f"agent_path {str(path)!r}: {model.action_space} does not match its stored "
+                              f"max_queue x options + 1 = {want_act}")
+        return
     if isinstance(policy, PreemptAgentPolicy):
         want_obs = obs_size_v1(n_nodes, policy.k, policy.r)
         want_act = n_actions_v1(policy.k, policy.r, len(policy.options))

@@ -23,6 +23,7 @@ resumes the run; exit code 130.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
 import logging
@@ -55,7 +56,7 @@ log = logging.getLogger("gpusched.train")
 CLUSTER_V0 = "gpusched/Cluster-v0"
 CLUSTER_V1 = "gpusched/Cluster-v1"
 BC_ENVS = (CLUSTER_V0, CLUSTER_V1)  # envs with a behaviour-cloning warm start (agents/bc.py)
-ENV_KEYS = ("queue_slots", "fifo_slots", "options", "max_actions_per_decision")
+ENV_KEYS = ("queue_slots", "fifo_slots", "options", "max_actions_per_decision", "tokens", "max_nodes", "max_queue")
 TRAIN_ONLY_KEYS = ("workloads", "run_seeds", "max_steps")  # where and how long to train, not the policy
 
 
@@ -91,9 +92,13 @@ def env_id(cfg: DictConfig) -> str:
 
 
 def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
-    """The env's arguments: ``cfg.env`` less its ``id``."""
+    """The env's arguments: ``cfg.env`` less its ``id``, with the agent's own env keys (``agent.env``,
+    e.g. the set policy's ``tokens: true``) over them."""
     e: dict[str, Any] = OmegaConf.to_container(cfg.env, resolve=True)  # type: ignore[assignment]
     e.pop("id", None)
+    own = cfg.agent.get("env")
+    if own is not None:
+        e.update(OmegaConf.to_container(own, resolve=True))  # type: ignore[arg-type]
     if e.get("options") is not None:
         e["options"] = list(e["options"])
     return e
@@ -134,6 +139,17 @@ def _algo_class(algo: str) -> Any:
 
         return DQN
     raise ConfigError(f"agent.algo must be maskable_ppo, ppo or dqn, got {algo!r}")
+
+
+def policy_class(name: str) -> Any:
+    """``agent.policy``: an SB3 policy alias (``MlpPolicy``) as it is, or a ``module:Class`` imported."""
+    if ":" not in name:
+        return name
+    module, _, attr = name.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"agent.policy: cannot import {name!r} ({type(e).__name__}: {e})") from None
 
 
 def last_checkpoint(ckpt_dir: Path) -> tuple[Path, Path | None] | None:
@@ -180,6 +196,7 @@ def check(cfg: DictConfig, out: Path) -> Plan:
     kwargs = env_kwargs(cfg)
     _check_env(eid, scn, kwargs)
     _check_params(cfg, Algo)
+    policy_class(str(cfg.agent.policy))
     return Plan(eid, scn, kwargs, algo, int(cfg.n_envs), _check_out_dir(cfg, out))
 
 
@@ -381,7 +398,7 @@ def _train(cfg: DictConfig, out: Path, plan: Plan, sel: Any) -> dict[str, Any]:
     if resumed:
         model = Algo.load(str(resumed[0]), env=venv, device=cfg.device, tensorboard_log=str(out / "tb"))
     else:
-        model = Algo(cfg.agent.policy, venv, seed=seed, device=cfg.device, verbose=0,
+        model = Algo(policy_class(str(cfg.agent.policy)), venv, seed=seed, device=cfg.device, verbose=0,
                      tensorboard_log=str(out / "tb"), **params)
         if cfg.bc.teacher:
             assert isinstance(scn, Scenario)  # bc.teacher is refused above for the other levels' envs

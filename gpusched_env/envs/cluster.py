@@ -18,6 +18,15 @@ from gpusched_env.envs.options import (
     PlacementFactory,
     pal_params,
 )
+from gpusched_env.envs.tokens import (
+    DEFAULT_MAX_NODES,
+    DEFAULT_MAX_QUEUE,
+    check_sizes,
+    pad_mask,
+    to_tokens,
+    token_space,
+    window_action,
+)
 from gpusched_env.metrics import J_PER_KWH, RunResult
 from gpusched_env.policy import Policy
 from gpusched_env.scenario import Scenario, load_scenario
@@ -95,6 +104,11 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     day, load, queue length, running jobs, queued demand, starts in this batch). Layout:
     :mod:`gpusched_env.envs.observe`.
 
+    ``tokens=True``: the same numbers as sets (a ``Dict`` of node rows padded to ``max_nodes``, window
+    slot rows padded to ``max_queue``, a node presence mask and the global row) and
+    ``Discrete(max_queue * P + 1)`` actions, so a set network fits any cluster size and window:
+    :mod:`gpusched_env.envs.tokens`.
+
     ## Rewards
 
     ``-(tracked jobs in the system) x (elapsed seconds) x reward_scale`` for the time between
@@ -130,7 +144,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     ``max_actions_per_decision`` (64), ``max_steps`` (None), ``round_s`` (scenario's), ``pal``
     (PAL placement parameters, default the scenario's ``policies.pal``), ``placements`` (factory of
     the exclusive placement options or its ``"module:function"`` path; default the heuristics' own,
-    ``baselines.env_options:exclusive_placements``).
+    ``baselines.env_options:exclusive_placements``), ``tokens`` (False), ``max_nodes`` (64) and
+    ``max_queue`` (32) (the token observation's padding).
 
     Heuristic passthrough: ``reset(options={"passthrough": True, "round_s": ..., "events": ...})``
     stops at every decision point of the policy's schedule and :meth:`step_decisions` applies any
@@ -139,7 +154,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     ## Version History
 
     * v0: initial version; later ``age_weight`` / ``age_scale_s`` (an optional reward term, off by
-      default: the observation, actions and default reward are unchanged).
+      default: the observation, actions and default reward are unchanged) and ``tokens`` (an optional
+      observation, off by default).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -165,6 +181,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         placements: str | PlacementFactory = DEFAULT_PLACEMENTS,
         age_weight: float = 0.0,
         age_scale_s: float = 86400.0,
+        tokens: bool = False,
+        max_nodes: int = DEFAULT_MAX_NODES,
+        max_queue: int = DEFAULT_MAX_QUEUE,
     ) -> None:
         super().__init__()
         self.scn = load_scenario(scenario) if isinstance(scenario, str) else scenario
@@ -198,6 +217,15 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.observation_space = spaces.Box(
             OBS_LOW, OBS_HIGH, (obs_size(self.topo.n_nodes, self.k),), dtype=np.float32
         )
+        self.tokens = bool(tokens)
+        self.max_nodes, self.max_queue = int(max_nodes), int(max_queue)
+        if self.tokens:  # sets of node and slot rows (gpusched_env/envs/tokens.py)
+            if type(self) is not ClusterEnv:
+                raise ValueError(f"tokens is built for gpusched/Cluster-v0 only, not {type(self).__name__}")
+            check_sizes(self.topo.n_nodes, self.k, self.max_nodes, self.max_queue)
+            self.n_actions = self.max_queue * len(self.option_set) + 1
+            self.action_space = spaces.Discrete(self.n_actions)
+            self.observation_space = token_space(self.max_nodes, self.max_queue)  # type: ignore[assignment]
         # built workloads of the last ``workload_cache`` run seeds (each seed's workloads built as used)
         self._workloads = WorkloadCache(self.scn, self.topo, size=int(workload_cache) * n_wl)
         self.sim: Simulator | None = None
@@ -258,8 +286,10 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         return self.builder_obs(), self._info()
 
     # -- shared pieces -----------------------------------------------------------------------
-    def builder_obs(self) -> np.ndarray:
+    def builder_obs(self) -> Any:
         assert self.builder is not None
+        if self.tokens:
+            return to_tokens(self.builder.observe(), self.topo.n_nodes, self.k, self.max_nodes, self.max_queue)
         return self.builder.observe().copy()  # a fresh array per call (callers keep them)
 
     def action_masks(self) -> np.ndarray:
@@ -268,6 +298,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             m = np.zeros(self.n_actions, dtype=np.bool_)
             m[-1] = True
             return m
+        if self.tokens:
+            return pad_mask(self.builder.mask(), self.k, len(self.option_set), self.max_queue)
         return self.builder.mask()
 
     def view(self) -> ClusterView:
@@ -381,6 +413,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         if self._passthrough:
             raise RuntimeError("this episode was reset in passthrough mode: use step_decisions()")
         a = int(action)
+        if self.tokens:
+            a = window_action(a, self.k, len(self.option_set), self.max_queue)
         b = self.builder
         self._steps += 1
         self._acts_here += 1
@@ -418,7 +452,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         return self.sim.result()
 
 
-def b_obs(env: ClusterEnv) -> np.ndarray:
+def b_obs(env: ClusterEnv) -> Any:
     return env.builder_obs()
 
 

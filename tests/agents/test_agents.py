@@ -176,7 +176,8 @@ def test_env_group_reaches_the_env_and_the_model_meta(tmp_path):
     assert "id" not in kwargs and kwargs["queue_slots"] == 4 and kwargs["options"][0] == "pal"
     meta = _meta(cfg, env_id(cfg), scenario_of(cfg), kwargs, "maskable_ppo", 10)
     assert meta["env_id"] == CLUSTER_V0 and meta["env"]["queue_slots"] == 4
-    assert set(meta["env"]) == {"queue_slots", "fifo_slots", "options", "max_actions_per_decision"}
+    assert set(meta["env"]) == {"queue_slots", "fifo_slots", "options", "max_actions_per_decision",
+                                "tokens", "max_nodes", "max_queue"}  # the token observation (set policy)
     with pytest.raises(ValueError, match="bc.teacher: the BC warm start is built for gpusched/Cluster-v0 and gpusched/Cluster-v1 only"):
         train(bad, tmp_path)
     assert not any(tmp_path.iterdir())  # refused before anything was written

@@ -1,0 +1,78 @@
+"""Token observation of ``gpusched/Cluster-v0`` (``tokens=True``): the cluster's nodes and the queue
+window as sets of feature rows, so one set network (:mod:`agents.set_extractor`) runs on any
+cluster size and queue length.
+
+The numbers are those of the flat observation (:mod:`gpusched_env.envs.observe`), regrouped:
+
+- ``nodes``: ``(max_nodes, 8)``, one row per node (its 8 per-node features, all shares of the node
+  or per-GPU means, so a row means the same on any node size), zero rows past the cluster's nodes;
+- ``node_mask``: ``(max_nodes,)``, 1 for a real node, 0 for padding;
+- ``slots``: ``(max_queue, 11)``, one row per queue-window slot (its 11 features; feature 0 is
+  "present", so an empty slot is a zero row), zero rows past the window's ``queue_slots``;
+- ``glob``: ``(8,)``, the global features.
+
+Actions: ``Discrete(max_queue x P + 1)``: slot x placement option, then "done" (last). Slots past
+``queue_slots`` are always masked. ``max_nodes`` and ``max_queue`` only size the padding (SB3 needs
+fixed spaces); the set network's weights do not depend on them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from gpusched_env.envs.kernels import GLOBAL_FEATURES, NODE_FEATURES, SLOT_FEATURES
+from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW
+
+DEFAULT_MAX_NODES = 64  # choice: covers 16x4, 16x8 and 48-GPU clusters of up to 64 nodes
+DEFAULT_MAX_QUEUE = 32  # choice: twice the default window (queue_slots = 16)
+
+
+def check_sizes(n_nodes: int, k: int, max_nodes: int, max_queue: int) -> None:
+    """ValueError naming the argument when the cluster or window does not fit the padding."""
+    if max_nodes < n_nodes:
+        raise ValueError(f"max_nodes must be >= the cluster's {n_nodes} nodes, got {max_nodes}")
+    if max_queue < k:
+        raise ValueError(f"max_queue must be >= queue_slots ({k}), got {max_queue}")
+
+
+def token_space(max_nodes: int, max_queue: int) -> spaces.Dict:
+    """The observation space of the token observation."""
+    box = lambda *shape: spaces.Box(OBS_LOW, OBS_HIGH, shape, dtype=np.float32)  # noqa: E731
+    return spaces.Dict({
+        "nodes": box(max_nodes, NODE_FEATURES),
+        "node_mask": spaces.Box(0.0, 1.0, (max_nodes,), dtype=np.float32),
+        "slots": box(max_queue, SLOT_FEATURES),
+        "glob": box(GLOBAL_FEATURES),
+    })
+
+
+def to_tokens(flat: np.ndarray, n_nodes: int, k: int, max_nodes: int, max_queue: int) -> dict[str, np.ndarray]:
+    """The token observation of a flat observation of ``n_nodes`` nodes and ``k`` window slots."""
+    nodes = np.zeros((max_nodes, NODE_FEATURES), dtype=np.float32)
+    nodes[:n_nodes] = flat[: n_nodes * NODE_FEATURES].reshape(n_nodes, NODE_FEATURES)
+    node_mask = np.zeros(max_nodes, dtype=np.float32)
+    node_mask[:n_nodes] = 1.0
+    a = n_nodes * NODE_FEATURES
+    slots = np.zeros((max_queue, SLOT_FEATURES), dtype=np.float32)
+    slots[:k] = flat[a: a + k * SLOT_FEATURES].reshape(k, SLOT_FEATURES)
+    glob = np.array(flat[a + k * SLOT_FEATURES:], dtype=np.float32)
+    return {"nodes": nodes, "node_mask": node_mask, "slots": slots, "glob": glob}
+
+
+def pad_mask(mask: np.ndarray, k: int, n_opts: int, max_queue: int) -> np.ndarray:
+    """A window mask ``(k x P + 1,)`` as a token-action mask ``(max_queue x P + 1,)``."""
+    out = np.zeros(max_queue * n_opts + 1, dtype=np.bool_)
+    out[: k * n_opts] = mask[: k * n_opts]
+    out[-1] = mask[-1]
+    return out
+
+
+def window_action(action: int, k: int, n_opts: int, max_queue: int) -> int:
+    """A token action as the window's action (``k x P`` = "done"; a padded slot maps past "done",
+    which the builder treats as invalid)."""
+    if action == max_queue * n_opts:
+        return k * n_opts
+    if action >= k * n_opts:
+        return k * n_opts + 1 + action
+    return action
