@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bench.report import print_report, results_csv, results_document, write_atomic, write_json_atomic
-from bench.runner import Task, TaskResult, aggregate, paper_values
+from bench.runner import Task, TaskResult, aggregate, ignore_sigint, paper_values, stop_pool
 from gpusched_env.config_util import ConfigError
 from gpusched_env.levels import (
     LevelBench,
@@ -122,13 +122,6 @@ def check_level(raw: dict[str, Any], policies: list[str] | None, seeds: list[int
     return LevelPlan(level, lb, scn, policies, seeds, [Task(p, s, w) for p in policies for s in seeds for w in chosen])
 
 
-def _ignore_sigint() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers); SIGTERM, which
-    the parent stops them with, ends a worker quietly (not the parent's handler it forked with)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _iter_done(plan: LevelPlan, workers: int, agent_path: str | None) -> Iterator[Done]:
     """Each run's result as it finishes (in ``workers`` processes when > 1); on any exception or
     Ctrl-C the workers are stopped before it propagates."""
@@ -136,18 +129,13 @@ def _iter_done(plan: LevelPlan, workers: int, agent_path: str | None) -> Iterato
         for t in plan.tasks:
             yield _run_one(plan.level, plan.scn, t, agent_path)
         return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=ignore_sigint)
     try:
         futures = [pool.submit(_run_one, plan.level, plan.scn, t, agent_path) for t in plan.tasks]
         for f in as_completed(futures):
             yield f.result()
     except BaseException:
-        procs = list(getattr(pool, "_processes", {}).values())  # no public way to stop running tasks
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.join(timeout=10)
+        stop_pool(pool)
         raise
     pool.shutdown(wait=True)
 

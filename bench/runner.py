@@ -50,7 +50,7 @@ _PROGRESS: Any = None  # worker processes: the queue their runs' progress goes t
 def _init_worker(progress: Any) -> None:
     """Worker initializer: Ctrl-C is the parent's to handle; progress goes to ``progress``."""
     global _PROGRESS
-    _ignore_sigint()
+    ignore_sigint()
     if progress is not None:
         progress.cancel_join_thread()  # progress not yet sent may be dropped: never blocks the exit
     _PROGRESS = progress
@@ -136,11 +136,13 @@ class Interrupted(Exception):
         self.done = done
 
 
-def _ignore_sigint() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers)."""
+def ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it stops the workers); SIGTERM, which
+    the parent stops them with, ends a worker quietly (not the parent's handler it forked with)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _iter_results(
@@ -174,14 +176,19 @@ def _iter_results(
             for f in done:
                 yield f.result()
     except BaseException:
-        procs = list(getattr(pool, "_processes", {}).values())  # no public way to stop running tasks
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.join(timeout=10)
+        stop_pool(pool)
         raise
     pool.shutdown(wait=True)
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a worker pool now: cancel what has not started and terminate the running workers."""
+    procs = list(getattr(pool, "_processes", {}).values())  # no public way to stop running tasks
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.join(timeout=10)
 
 
 def aggregate(scn: Scenario, results: list[TaskResult], seeds: list[int]) -> dict[str, Any]:
