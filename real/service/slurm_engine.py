@@ -107,8 +107,11 @@ class SlurmEngine:
         sid = self._sid(node, job_id, launch)
         if sid is None:
             return
+        started = (self.launch_dir(node, job_id, launch) / "claim").exists()
         try:
-            if sig == signal.SIGKILL:
+            if sig == signal.SIGKILL or not started:
+                # not started yet (Slurm is still bringing it up): a signal would be lost, so the
+                # part is cancelled before it does any work; the next status reports it lost
                 self.client.cancel(sid)
             else:
                 self.client.signal(sid, signal.Signals(sig).name.removeprefix("SIG"))

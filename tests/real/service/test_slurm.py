@@ -157,7 +157,8 @@ def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Pat
 
 
 class _PreemptOnce:
-    """FIFO, except that job 1 is preempted once after 1.5 s of service (the policy's own clock)."""
+    """FIFO, except that job 1 is preempted once after 4 s of service by the service's clock, which
+    starts when the part is released (Slurm takes about 1–2 s more to start it)."""
 
     name, round_s, events = "preempt_once", 0.5, True
 
@@ -167,7 +168,7 @@ class _PreemptOnce:
     def decide(self, view):  # type: ignore[no-untyped-def]
         from gpusched_env.types import Preempt
 
-        if not self.done and 1 in view.running and view.progress(1).attained_gpu_s >= 1.5:
+        if not self.done and 1 in view.running and view.progress(1).attained_gpu_s >= 4.0:
             self.done = True
             return [Preempt(1)]
         return self.fifo.decide(view)
@@ -178,14 +179,14 @@ def test_a_preempted_job_is_stopped_by_slurm_and_resumes_from_its_checkpoint(slu
     from tests.real.service.helpers import done_lines, submit, ticks_spec
 
     done = tmp_path / "done.txt"
-    (j,) = submit(tmp_path, [ticks_spec(done, 40, 1)])
+    (j,) = submit(tmp_path, [ticks_spec(done, 80, 1)])
     svc = _slurm_service(tmp_path, slurm)
     svc.policy = _PreemptOnce(svc.fifo)
     svc.run()
     row = JobQueue(tmp_path).get(j)
     assert row is not None and row.state == "finished" and row.preemptions == 1 and row.launches == 2
     ((job, restart, first, _, _),) = done_lines(done)
-    assert (job, restart) == (str(j), "1") and 0 < int(first) < 40  # resumed from its step counter
+    assert (job, restart) == (str(j), "1") and 0 < int(first) < 80  # resumed from its step counter
 
 
 def test_kill_9_and_restart_on_slurm_loses_nothing_and_leaves_a_hand_submitted_job_alone(
@@ -223,3 +224,27 @@ def test_kill_9_and_restart_on_slurm_loses_nothing_and_leaves_a_hand_submitted_j
     assert not (tmp_path / "slurm" / "nodes" / "n3").exists()  # nothing of ours ran beside the hand job
     assert [j.state for j in c.jobs() if j.slurm_id == hand_id] == ["RUNNING"]  # and it was never touched
     c.cancel(hand_id)
+
+
+def test_a_stop_signal_before_the_part_started_cancels_it(tmp_path: Path) -> None:
+    """Slurm is still bringing the part up (no claim yet): a signal would be lost, so it is cancelled;
+    once the wrapper has claimed the launch, the signal is sent."""
+    import signal
+
+    from real.service.slurm_engine import SlurmEngine
+
+    calls: list[list[str]] = []
+
+    def run(argv):  # type: ignore[no-untyped-def]
+        calls.append(list(argv))
+        return "7\n" if argv[0] == "sbatch" else ""
+
+    eng = SlurmEngine(tmp_path, "gpu", run)
+    eng.launch("n1", 3, 0, ["sleep", "9"], {}, None, [0], str(tmp_path / "ckpt"))
+    calls.clear()
+    eng.signal("n1", 3, 0, signal.SIGTERM)
+    assert calls == [["scancel", "7"]]
+    (eng.launch_dir("n1", 3, 0) / "claim").write_text("123 456\n")
+    calls.clear()
+    eng.signal("n1", 3, 0, signal.SIGTERM)
+    assert calls == [["scancel", "--signal=TERM", "--full", "7"]]
