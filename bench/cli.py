@@ -181,7 +181,7 @@ def check_bench(cfg: DictConfig, out: Path, multirun: bool) -> tuple[Scenario, l
     if workers > 1 and len(tasks) > 1:
         from bench import runner
 
-        runner.cached_workloads(scn, seeds[0], topo)  # forked workers inherit it
+        runner.cached_workloads(scn, seeds[0])  # forked workers inherit it
     return scn, policies, seeds, tasks
 
 

@@ -17,7 +17,6 @@ from gpusched_env.cluster.watch import RunLimits, RunProgress
 from gpusched_env.config_util import ConfigError
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import Scenario
-from gpusched_env.topology import Topology
 
 
 @dataclass(frozen=True)
@@ -38,9 +37,9 @@ class TaskResult:
     events_jobs: int = 0
 
 
-def cached_workloads(scn: Scenario, seed: int, topo: Topology | None = None) -> list[Workload]:
+def cached_workloads(scn: Scenario, seed: int) -> list[Workload]:
     """Every workload of ``seed`` through this process's cache (built before forking, workers inherit
-    them). ``topo`` is unused (the cache has the scenario's)."""
+    them)."""
     return shared_cache(scn).all(seed)
 
 

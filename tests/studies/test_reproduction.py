@@ -24,7 +24,7 @@ def test_pal_locality_is_the_sweep_one_workload_per_lf() -> None:
     # PAL plans with the penalty its workload's model charges (the artifact's one flag)
     assert [make_policy("pal", scn, 0, workload=i).placement.source.lf for i in range(5)] == lfs
     # every lf runs the same jobs, background included
-    wls = cached_workloads(scn, 0, scn.cluster.topology())
+    wls = cached_workloads(scn, 0)
     assert all(jobs is wls[0][1] for _, jobs in wls) and len(wls[0][1]) > 160
     # the paper rows: both policies at every lf; published only at the ends of the sweep
     rows = {(c.policy, c.workloads[0]): c.value for c in scn.paper}
