@@ -80,7 +80,7 @@ def test_cli_refuses_a_job_that_can_never_be_placed(tmp_path: Path) -> None:
 def test_cli_exits_nonzero_when_jobs_are_left_unfinished(tmp_path: Path) -> None:
     """Job 1 is far too long for the wall-clock limit: job 0 finishes, the run ends ``incomplete``
     naming job 1, exit code 3."""
-    p = _replay(tmp_path, 1, 10**7, "real.max_wall_s=12")
+    p = _replay(tmp_path, 1, 10**7, "real.max_wall_s=15")
     assert p.returncode == 3, p.stdout + p.stderr
     assert "incomplete: 1 tracked job(s) unfinished (ids 1)" in p.stdout + p.stderr
     doc = json.loads((tmp_path / "run" / "results.json").read_text())

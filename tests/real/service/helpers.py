@@ -8,11 +8,17 @@ from real.service.queue import JobQueue
 from real.service.serve import ServeConfig, Service
 from real.service.spec import JobSpec, parse_spec
 
-# A resumable shell job: TICKS steps of 0.1 s, its step counter in the checkpoint folder; on completion
-# it appends "id restart-count first-step" to DONE.
+# A resumable shell job: TICKS steps of 0.1 s, its step counter in the checkpoint folder. It follows the
+# preemption protocol: on SIGTERM it finishes the step under way, saves it and exits 143. Each step it
+# completes appends "id step rank" to DONE.steps; on completion it appends
+# "id restart-count first-step rank world-size" to DONE.
 TICKS_JOB = (
+    'trap "stop=1" TERM; stop=; '
     'n=$(cat "$GPUSCHED_CHECKPOINT_DIR/n" 2>/dev/null || echo 0); first=$n; '
-    'while [ "$n" -lt {ticks} ]; do sleep 0.1; n=$((n+1)); echo $n > "$GPUSCHED_CHECKPOINT_DIR/n.tmp"; mv "$GPUSCHED_CHECKPOINT_DIR/n.tmp" "$GPUSCHED_CHECKPOINT_DIR/n"; done; '
+    'while [ "$n" -lt {ticks} ] && [ -z "$stop" ]; do sleep 0.1; n=$((n+1)); '
+    'echo $n > "$GPUSCHED_CHECKPOINT_DIR/n.tmp"; mv "$GPUSCHED_CHECKPOINT_DIR/n.tmp" "$GPUSCHED_CHECKPOINT_DIR/n"; '
+    'echo "$GPUSCHED_JOB_ID $n ${{RANK:--}}" >> {done}.steps; done; '
+    '[ -n "$stop" ] && exit 143; '
     'echo "$GPUSCHED_JOB_ID $GPUSCHED_RESTART_COUNT $first ${{RANK:--}} ${{WORLD_SIZE:--}}" >> {done}'
 )
 
@@ -23,6 +29,15 @@ def ticks_spec(done: Path, ticks: int, gpus: int, **kw: object) -> JobSpec:
 
 def done_lines(done: Path) -> list[list[str]]:
     return [x.split() for x in done.read_text().splitlines()] if done.exists() else []
+
+
+def steps_done(done: Path) -> dict[int, list[int]]:
+    """Per single-node job, the steps it completed, in the order they were done."""
+    out: dict[int, list[int]] = {}
+    for job, step, rank in done_lines(done.with_name(done.name + ".steps")):
+        if rank == "-":
+            out.setdefault(int(job), []).append(int(step))
+    return out
 
 
 def service(out: Path, **kw: object) -> Service:

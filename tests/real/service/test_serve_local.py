@@ -12,7 +12,7 @@ from gpusched_env.view import ClusterView
 from real.service.queue import JobQueue
 from real.service.report import report
 from real.service.spec import parse_spec
-from tests.real.service.helpers import done_lines, service, submit, ticks_spec
+from tests.real.service.helpers import done_lines, service, steps_done, submit, ticks_spec
 
 SIZES = [1, 2, 1, 4, 1, 2, 6, 1, 3, 1, 2, 1, 4, 1, 2, 1, 1, 2, 1, 3]  # 20 jobs; a 6-GPU job spans both nodes
 
@@ -40,9 +40,31 @@ def test_twenty_mixed_jobs_all_finish_exactly_once(tmp_path: Path, policy: str) 
     assert m["restarts"] == 0  # nothing crashed or was lost
     if policy == "fifo":
         assert m["preemptions"] == 0 and all(x[1] == "0" for x in lines)
-    else:  # LAS preempted, and a preempted job resumed from its step counter, not from zero
-        assert m["preemptions"] > 0
-        assert any(int(x[1]) > 0 and int(x[2]) > 0 for x in lines)
+    # every single-node job did each of its steps exactly once, in order: a preempted job resumed from
+    # its step counter, never from zero (a restart from zero would repeat step 1)
+    steps, single = steps_done(done), {int(x[0]) for x in lines if x[3] == "-"}
+    assert len(single) >= 15
+    for i, j in enumerate(ids):
+        if j in single:
+            assert steps[j] == list(range(1, 2 + i % 6)), (j, steps[j])
+
+
+def test_las_preempts_a_long_job_which_resumes_from_its_step_counter(tmp_path: Path) -> None:
+    """Four devices, a 15-step job A then a 2-step job B, both whole-node: A starts first (equal
+    attained service, lower id); at the 1-s round A has attained service and B none, so LAS preempts A
+    for B; A then resumes from its checkpointed step, and every step of A is done exactly once."""
+    done = tmp_path / "done.txt"
+    a, b = submit(tmp_path, [ticks_spec(done, 15, 4), ticks_spec(done, 2, 4)])
+    service(tmp_path, policy="las", devices_per_node=4, round_s=1.0).run()
+    q = JobQueue(tmp_path)
+    ra, rb = q.get(a), q.get(b)
+    assert ra is not None and rb is not None
+    assert (ra.state, ra.preemptions, ra.launches) == ("finished", 1, 2)
+    assert (rb.state, rb.preemptions, rb.launches) == ("finished", 0, 1)
+    (line_b, line_a) = done_lines(done)  # B finishes first
+    assert line_b[:2] == [str(b), "0"] and line_a[:2] == [str(a), "1"]
+    assert 0 < int(line_a[2]) < 15  # A's second launch began where its first stopped
+    assert steps_done(done) == {a: list(range(1, 16)), b: [1, 2]}
 
 
 def test_crash_is_restarted_with_backoff_then_failed_with_exit_code_and_log(tmp_path: Path) -> None:
