@@ -32,12 +32,15 @@ def done_lines(done: Path) -> list[list[str]]:
 
 
 def steps_done(done: Path) -> dict[int, list[int]]:
-    """Per single-node job, the steps it completed, in the order they were done."""
+    """The steps each job completed, in the order they were done, for the jobs whose every step ran as
+    a one-node process (the ranks of a multi-node job share one step counter)."""
     out: dict[int, list[int]] = {}
+    multi: set[int] = set()
     for job, step, rank in done_lines(done.with_name(done.name + ".steps")):
-        if rank == "-":
-            out.setdefault(int(job), []).append(int(step))
-    return out
+        out.setdefault(int(job), []).append(int(step))
+        if rank != "-":
+            multi.add(int(job))
+    return {j: s for j, s in out.items() if j not in multi}
 
 
 def service(out: Path, **kw: object) -> Service:

@@ -135,7 +135,7 @@ def _slurm_service(out: Path, slurm: LocalSlurm, **kw: object):  # type: ignore[
 def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Path, policy: str) -> None:
     from real.service.queue import JobQueue
     from real.service.report import report
-    from tests.real.service.helpers import done_lines, submit, ticks_spec
+    from tests.real.service.helpers import done_lines, steps_done, submit, ticks_spec
 
     done = tmp_path / "done.txt"
     ticks = [10 + 4 * (i % 4) for i in range(len(SIZES))]
@@ -144,10 +144,15 @@ def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Pat
     rows = JobQueue(tmp_path).jobs()
     assert [r.state for r in rows] == ["finished"] * 12, [(r.id, r.state) for r in rows]
     lines = done_lines(done)
-    # each job did its work exactly once: one completion (rank 0 or a one-node job) that counted ticks;
-    # a rank that finished just before its job was preempted completes again at once, from its last tick
-    work = sorted(int(x[0]) for x in lines if x[3] in ("-", "0") and int(x[2]) < ticks[ids.index(int(x[0]))])
-    assert work == ids
+    # every job completed (a one-node job, or rank 0), and each job that ran as one-node processes did
+    # each of its steps exactly once, in order (a job stopped in its last step completes at its next
+    # launch without repeating a step)
+    assert sorted({int(x[0]) for x in lines if x[3] in ("-", "0")}) == ids
+    steps = steps_done(done)
+    assert len(steps) >= 6
+    for j, t in zip(ids, ticks, strict=True):
+        if j in steps:
+            assert steps[j] == list(range(1, t + 1)), (j, steps[j])
     ranks = {(x[3], x[4]) for x in lines if int(x[0]) == ids[6]}  # one process per node: ranks 0..k-1 of k
     assert any(k >= 2 and {(str(r), str(k)) for r in range(k)} <= ranks for k in range(2, 4))
     m = report(tmp_path)["policies"][policy]["metrics"]
