@@ -135,7 +135,7 @@ def _slurm_service(out: Path, slurm: LocalSlurm, **kw: object):  # type: ignore[
 def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Path, policy: str) -> None:
     from real.service.queue import JobQueue
     from real.service.report import report
-    from tests.real.service.helpers import done_lines, submit, ticks_spec
+    from tests.real.service.helpers import done_lines, steps_done, submit, ticks_spec
 
     done = tmp_path / "done.txt"
     ticks = [10 + 4 * (i % 4) for i in range(len(SIZES))]
@@ -144,10 +144,17 @@ def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Pat
     rows = JobQueue(tmp_path).jobs()
     assert [r.state for r in rows] == ["finished"] * 12, [(r.id, r.state) for r in rows]
     lines = done_lines(done)
-    # each job did its work exactly once: one completion (rank 0 or a one-node job) that counted ticks;
-    # a rank that finished just before its job was preempted completes again at once, from its last tick
-    work = sorted(int(x[0]) for x in lines if x[3] in ("-", "0") and int(x[2]) < ticks[ids.index(int(x[0]))])
-    assert work == ids
+    # each job completed (rank 0 or a one-node job) and did its work once: at most one completion counted
+    # ticks (a job stopped between its last tick and its completion completes again at once, from its
+    # last tick, maybe on other nodes), its counter ended at its tick count, and no step of a one-node
+    # launch was done twice (a restart from zero would repeat step 1)
+    assert {int(x[0]) for x in lines if x[3] in ("-", "0")} == set(ids)
+    work = [int(x[0]) for x in lines if x[3] in ("-", "0") and int(x[2]) < ticks[ids.index(int(x[0]))]]
+    assert len(work) == len(set(work))
+    for j, t in zip(ids, ticks, strict=True):
+        assert (tmp_path / "checkpoints" / str(j) / "n").read_text().strip() == str(t)
+    for j, steps in steps_done(done).items():
+        assert len(steps) == len(set(steps)), (j, steps)
     ranks = {(x[3], x[4]) for x in lines if int(x[0]) == ids[6]}  # one process per node: ranks 0..k-1 of k
     assert any(k >= 2 and {(str(r), str(k)) for r in range(k)} <= ranks for k in range(2, 4))
     m = report(tmp_path)["policies"][policy]["metrics"]
