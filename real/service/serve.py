@@ -38,6 +38,7 @@ from real.service.checkpoints import MB, CheckpointStore
 from real.service.engine import Engine, LocalEngine, NodeInfo, NodeLost
 from real.service.node import EXITED, LOST, RUNNING
 from real.service.queue import ACTIVE, JobQueue, JobRow
+from real.service.spec import DEFAULT_MODEL
 
 # choice: the work a job without expected_duration_s is assumed to have (policies that read job
 # length, e.g. sjf, see every such job as one hour long; non-clairvoyant policies never read it).
@@ -143,6 +144,15 @@ class Service:
         self.engine = engine if engine is not None else build_engine(cfg)
         self.log: IO[str] = open(self.out / "service.log", "a")
         self.ckpts = None if cfg.shared_fs else CheckpointStore(self.out)
+        self.slurm_obs: Any = None  # shadow mode on Slurm: the partition's own jobs (slurm_shadow)
+        self._slurm_events: list[dict[str, Any]] = []
+        if cfg.engine == "slurm" and cfg.mode == "shadow":
+            from real.service.slurm_shadow import SlurmObserver
+
+            self.slurm_obs = SlurmObserver(self.out, self.engine.client)  # type: ignore[attr-defined]
+            self.q.set_meta("shadow_config", json.dumps({
+                "policy": cfg.policy, "agent_path": cfg.agent_path, "scenario": cfg.scenario, "seed": cfg.seed,
+                "round_s": cfg.round_s}))
         self._waiting: set[int] = set()  # jobs held back for their node (checkpoint too big to move)
         self.stop_requested = False
         self.nodes: list[NodeInfo] = []
@@ -200,7 +210,8 @@ class Service:
                 due = rs is not None and time.time() - self._last_round >= rs
                 if (changed and self.policy.events) or due or (changed and rs is None):
                     self.schedule()
-                if self.cfg.exit_when_idle and not self.q.jobs(ACTIVE):
+                if self.cfg.exit_when_idle and not self.q.jobs(ACTIVE) and (
+                        self.slurm_obs is None or (self.slurm_obs.jobs and not self.slurm_obs.active())):
                     break
                 if self.cfg.max_wall_s is not None and time.monotonic() - t0 > self.cfg.max_wall_s:
                     break
@@ -229,6 +240,10 @@ class Service:
         """Check nodes and running jobs; True when the queue changed (a decision point)."""
         changed = False
         lost = set(self.refresh_nodes())
+        if self.slurm_obs is not None:
+            events = self.slurm_obs.observe()
+            self._slurm_events += events
+            changed |= bool(events)
         for row in self.q.jobs(("running",)):
             gone = {p["node"] for p in row.placement} & lost
             if gone:
@@ -513,6 +528,9 @@ class Service:
 
     def schedule(self) -> None:
         self._last_round = now_wall = time.time()
+        if self.slurm_obs is not None:
+            self.shadow_slurm(now_wall)
+            return
         rows = self.q.jobs(ACTIVE)
         state, view = self.build(rows, now_wall)
         if not view.pending and not view.running:
@@ -578,6 +596,42 @@ class Service:
             self._last_shadow = line
             with open(self.out / "shadow.jsonl", "a") as f:
                 f.write(json.dumps({"t": round(now_wall - self.epoch, 3), **out}, sort_keys=True) + "\n")
+
+    def shadow_slurm(self, now_wall: float) -> None:
+        """Log what Slurm did since the last line next to what the policy decides on the same jobs as
+        Slurm placed them (shadow mode on Slurm; launch nothing)."""
+        from real.service.slurm_shadow import live_state
+
+        recs = self.slurm_obs.jobs
+        state = live_state(recs, [n.name for n in self.nodes], [n.n_devices for n in self.nodes], self.epoch,
+                           self.scn.cluster.max_jobs_per_gpu)
+        base = base_iter_s(DEFAULT_MODEL)
+
+        def progress(job_id: int) -> JobProgress:
+            r = recs[job_id]
+            dt = max(0.0, now_wall - r.start_t) if r.start_t is not None else 0.0
+            work = state.jobs[job_id].work_iters
+            return JobProgress(dt / base, max(work - dt / base, 0.0), dt * r.gpus, 1.0 / base if dt > 0 else 0.0, 0)
+
+        view = ClusterView(state, now_wall - self.epoch, np.ones((state.topology.n_gpus, 4)), progress)
+        if not view.pending and not view.running and not self._slurm_events:
+            return
+        ds = self._decide(self.policy, view)
+        err = None
+        if ds is not None:
+            try:
+                state.apply(ds, view.now)
+            except InvalidDecision as e:
+                err = str(e)
+        pol = {"name": self.policy.name, "decisions": [_describe(d) for d in ds or []], "error": err}
+        line = json.dumps({"slurm": self._slurm_events, "policy": pol}, sort_keys=True)
+        if self._slurm_events or line != self._last_shadow:
+            self._last_shadow = line
+            with open(self.out / "shadow.jsonl", "a") as f:
+                f.write(json.dumps({"t": round(now_wall - self.epoch, 3), "slurm": self._slurm_events,
+                                    "running": sorted(view.running), "pending": sorted(view.pending_ids),
+                                    "policy": pol}, sort_keys=True) + "\n")
+        self._slurm_events = []
 
     # -- launching -----------------------------------------------------------------------------
     def launch(self, row: JobRow, gpus: tuple[int, ...], sharing: Sharing = WHOLE_GPU) -> bool:
