@@ -15,7 +15,7 @@ from gpusched_env.types import Migrate, Preempt
 from real.service.checkpoints import CheckpointStore, pack_dir, unpack_dir
 from real.service.queue import JobQueue
 from real.service.serve import Service
-from tests.real.service.helpers import done_lines, service, steps_done, submit, ticks_spec
+from tests.real.service.helpers import done_lines, hold_at, service, steps_done, submit, ticks_spec
 
 
 def test_pack_and_unpack_replace_the_folder_and_skip_temporary_files(tmp_path: Path) -> None:
@@ -66,22 +66,24 @@ def _wait_steps(path: Path, at_least: int) -> None:
 
 
 def test_migrated_job_resumes_on_the_other_node_from_its_step_counter(tmp_path: Path) -> None:
-    done = tmp_path / "done.txt"
-    (j,) = submit(tmp_path, [ticks_spec(done, 25, 1)])
+    done, hold = tmp_path / "done.txt", tmp_path / "hold"
+    hold_at(hold, 3)  # the job waits at step 3: it stops there, however slow this machine is
+    (j,) = submit(tmp_path, [ticks_spec(done, 25, 1, hold=hold)])
     svc = _svc(tmp_path)
     q = JobQueue(tmp_path)
     assert svc.launch(q.get(j), (0,))  # type: ignore[arg-type]
-    _wait_steps(_ckpt(tmp_path, "local0", j), 2)
+    _wait_steps(_ckpt(tmp_path, "local0", j), 3)
     svc.carry_out([Migrate(j, (1,))], {j: q.get(j)}, time.time())  # type: ignore[dict-item]
+    hold_at(hold, None)
     row = q.get(j)
     assert row is not None and row.state == "running" and row.placement[0]["node"] == "local1"
     svc.run()
     row = q.get(j)
     assert row is not None and (row.state, row.launches, row.migrations) == ("finished", 2, 1)
-    stopped_at = int(_ckpt(tmp_path, "local0", j).read_text())  # local0's folder: where the first launch stopped
-    assert 2 <= stopped_at < 25 and int(_ckpt(tmp_path, "local1", j).read_text()) == 25
+    assert int(_ckpt(tmp_path, "local0", j).read_text()) == 3  # local0's folder: where the first launch stopped
+    assert int(_ckpt(tmp_path, "local1", j).read_text()) == 25
     (line,) = done_lines(done)
-    assert line[:3] == [str(j), "1", str(stopped_at)]  # second launch, first step = the moved counter
+    assert line[:3] == [str(j), "1", "3"]  # second launch, first step = the moved counter
     assert steps_done(done)[j] == list(range(1, 26))  # every step exactly once: never from zero
     log = (tmp_path / "service.log").read_text()
     assert f"job {j}: checkpoint packed on local0 (" in log and f"job {j}: checkpoint from local0 unpacked on local1" in log
@@ -90,48 +92,51 @@ def test_migrated_job_resumes_on_the_other_node_from_its_step_counter(tmp_path: 
 
 def test_preempted_job_resumes_on_the_other_node_after_the_service_restarted(tmp_path: Path) -> None:
     """The packed checkpoint is in the service folder: a new service (nothing in memory) moves it."""
-    done = tmp_path / "done.txt"
-    (j,) = submit(tmp_path, [ticks_spec(done, 20, 1)])
+    done, hold = tmp_path / "done.txt", tmp_path / "hold"
+    hold_at(hold, 4)
+    (j,) = submit(tmp_path, [ticks_spec(done, 20, 1, hold=hold)])
     svc = _svc(tmp_path)
     q = JobQueue(tmp_path)
     svc.launch(q.get(j), (0,))  # type: ignore[arg-type]
-    _wait_steps(_ckpt(tmp_path, "local0", j), 2)
+    _wait_steps(_ckpt(tmp_path, "local0", j), 4)
     svc.carry_out([Preempt(j)], {j: q.get(j)}, time.time())  # type: ignore[dict-item]
     svc.shutdown()  # the service goes away between the stop and the next launch
-    stopped_at = int(_ckpt(tmp_path, "local0", j).read_text())
+    hold_at(hold, None)
     held = CheckpointStore(tmp_path).held(j)
-    assert held is not None and (held.node, held.size, held.packed) == ("local0", len(f"{stopped_at}\n"), True)
+    assert held is not None and (held.node, held.size, held.packed) == ("local0", 2, True)  # "4\n"
     svc2 = _svc(tmp_path)
     assert svc2.launch(q.get(j), (1,))  # type: ignore[arg-type]
     svc2.run()
     row = q.get(j)
     assert row is not None and (row.state, row.preemptions, row.launches) == ("finished", 1, 2)
     (line,) = done_lines(done)
-    assert line[:3] == [str(j), "1", str(stopped_at)]
+    assert line[:3] == [str(j), "1", "4"]
     assert steps_done(done)[j] == list(range(1, 21))
 
 
 def test_checkpoint_above_the_limit_is_not_moved_and_the_error_names_job_size_and_key(tmp_path: Path) -> None:
-    done = tmp_path / "done.txt"
-    (j,) = submit(tmp_path, [ticks_spec(done, 15, 1)])
-    svc = _svc(tmp_path, checkpoint_max_mb=1e-6)  # 1 byte: the 2-3 byte step counter is above it
+    done, hold = tmp_path / "done.txt", tmp_path / "hold"
+    hold_at(hold, 3)
+    (j,) = submit(tmp_path, [ticks_spec(done, 15, 1, hold=hold)])
+    svc = _svc(tmp_path, checkpoint_max_mb=1e-6)  # 1 byte: the 2-byte step counter "3\n" is above it
     q = JobQueue(tmp_path)
     svc.launch(q.get(j), (0,))  # type: ignore[arg-type]
-    _wait_steps(_ckpt(tmp_path, "local0", j), 2)
+    _wait_steps(_ckpt(tmp_path, "local0", j), 3)
     svc.carry_out([Migrate(j, (1,))], {j: q.get(j)}, time.time())  # type: ignore[dict-item]
     row = q.get(j)
     assert row is not None and row.placement[0]["node"] == "local0" and row.launches == 1  # not moved
     notes = [d for _, _, s, d in q.history(j) if s == "note"]
     assert len(notes) == 1 and notes[0].startswith(f"job {j}: checkpoint of ")
-    assert " bytes (0.0 MB) on node local0 is above checkpoint_max_mb=1e-06: not moved " in notes[0]
+    assert notes[0] == (f"job {j}: checkpoint of 2 bytes (0.0 MB) on node local0 is above checkpoint_max_mb=1e-06: "
+                        "not moved (raise checkpoint_max_mb or use a shared filesystem)")
     assert notes[0] in (tmp_path / "service.log").read_text()
     svc.carry_out([Preempt(j)], {j: q.get(j)}, time.time())  # type: ignore[dict-item]
-    stopped_at = int(_ckpt(tmp_path, "local0", j).read_text())
+    hold_at(hold, None)
     assert not svc.launch(q.get(j), (1,))  # type: ignore[arg-type]  # held back: its checkpoint stays on local0
     assert q.get(j).state == "pending"  # type: ignore[union-attr]
     assert any(d.startswith(f"job {j}: waits for node local0") for _, _, _, d in q.history(j))
     assert svc.launch(q.get(j), (0,))  # type: ignore[arg-type]
     svc.run()
     (line,) = done_lines(done)
-    assert line[:3] == [str(j), "1", str(stopped_at)] and steps_done(done)[j] == list(range(1, 16))
+    assert line[:3] == [str(j), "1", "3"] and steps_done(done)[j] == list(range(1, 16))
     assert not _ckpt(tmp_path, "local1", j).exists()

@@ -13,7 +13,7 @@ import pytest
 from gpusched_env.types import Migrate, Preempt
 from real.service.queue import JobQueue
 from real.service.serve import ServeConfig, Service
-from tests.real.service.helpers import done_lines, steps_done, submit, ticks_spec
+from tests.real.service.helpers import done_lines, hold_at, steps_done, submit, ticks_spec
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow  # a Ray cluster takes ~20 s to start here
@@ -55,8 +55,9 @@ def test_without_a_shared_filesystem_the_checkpoint_moves_through_ray(tmp_path: 
     job starts on node 0, migrates to node 1, is preempted and restarted on node 2; each move carries
     its step counter (packed by the old node's agent, unpacked by the new one's), so no step is done
     twice. Runs first: the next test removes a node."""
-    done = tmp_path / "done.txt"
-    (j,) = submit(tmp_path, [ticks_spec(done, 30, 1)])
+    done, hold = tmp_path / "done.txt", tmp_path / "hold"
+    hold_at(hold, 3)  # the job waits at step 3, then at 6: it stops exactly there
+    (j,) = submit(tmp_path, [ticks_spec(done, 30, 1, hold=hold)])
     svc = _service(tmp_path, cluster, shared_fs=False)
     svc.refresh_nodes()
     names = [n.name for n in svc.nodes]
@@ -68,20 +69,20 @@ def test_without_a_shared_filesystem_the_checkpoint_moves_through_ray(tmp_path: 
 
     try:
         assert svc.launch(q.get(j), (0,))  # type: ignore[arg-type]
-        _steps_at_least(ckpt(0), 2)
+        _steps_at_least(ckpt(0), 3)
         svc.carry_out([Migrate(j, (2,))], {j: q.get(j)}, time.time())  # type: ignore[dict-item]
-        first_stop = int(ckpt(0).read_text())
-        _steps_at_least(ckpt(1), first_stop + 2)
+        hold_at(hold, 6)
+        _steps_at_least(ckpt(1), 6)
         svc.carry_out([Preempt(j)], {j: q.get(j)}, time.time())  # type: ignore[dict-item]
-        second_stop = int(ckpt(1).read_text())
+        hold_at(hold, None)
         assert svc.launch(q.get(j), (4,))  # type: ignore[arg-type]
         svc.run()
         row = q.get(j)
         assert row is not None and row.state == "finished"
         assert (row.launches, row.migrations, row.preemptions) == (3, 1, 1)
-        assert 2 <= first_stop < second_stop < 30 and int(ckpt(2).read_text()) == 30
+        assert [int(ckpt(k).read_text()) for k in range(3)] == [3, 6, 30]  # each node's own folder
         (line,) = done_lines(done)
-        assert line[:3] == [str(j), "2", str(second_stop)]  # third launch began at the second stop
+        assert line[:3] == [str(j), "2", "6"]  # third launch began at the second stop
         assert steps_done(done)[j] == list(range(1, 31))  # every step once: both moves kept the counter
         log = (tmp_path / "service.log").read_text()
         assert f"checkpoint from {names[0]} unpacked on {names[1]}" in log
