@@ -91,6 +91,30 @@ def test_without_a_shared_filesystem_the_checkpoint_moves_through_ray(tmp_path: 
         svc.engine.stop_agents()  # type: ignore[attr-defined]
 
 
+def test_without_a_shared_filesystem_a_checkpoint_above_the_limit_is_not_moved(tmp_path: Path, cluster: Any) -> None:
+    done, hold = tmp_path / "done.txt", tmp_path / "hold"
+    hold_at(hold, 3)
+    (j,) = submit(tmp_path, [ticks_spec(done, 10, 1, hold=hold)])
+    svc = _service(tmp_path, cluster, shared_fs=False, checkpoint_max_mb=1e-6)  # 1 byte: "3\n" is above it
+    svc.refresh_nodes()
+    names = [n.name for n in svc.nodes]
+    q = JobQueue(tmp_path)
+    try:
+        assert svc.launch(q.get(j), (0,))  # type: ignore[arg-type]
+        _steps_at_least(tmp_path / "nodes" / names[0] / "checkpoints" / str(j) / "n", 3)
+        svc.carry_out([Migrate(j, (2,))], {j: q.get(j)}, time.time())  # type: ignore[dict-item]
+        hold_at(hold, None)
+        notes = [d for _, _, s, d in q.history(j) if s == "note"]
+        assert notes == [f"job {j}: checkpoint of 2 bytes (0.0 MB) on node {names[0]} is above checkpoint_max_mb=1e-06: "
+                         "not moved (raise checkpoint_max_mb or use a shared filesystem)"]
+        svc.run()
+        row = q.get(j)
+        assert row is not None and (row.state, row.launches, row.migrations) == ("finished", 1, 0)  # stayed
+        assert done_lines(done)[0][:3] == [str(j), "0", "0"]
+    finally:
+        svc.engine.stop_agents()  # type: ignore[attr-defined]
+
+
 def test_jobs_of_mixed_sizes_finish_on_three_nodes_and_a_lost_node_is_requeued(tmp_path: Path, cluster: Any) -> None:
     done = tmp_path / "done.txt"
     sizes = [1, 2, 4, 1, 1, 2, 1, 3]  # 4 and 3 GPUs span nodes (2 devices each)
