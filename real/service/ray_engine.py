@@ -6,7 +6,9 @@ restarted service finds the same agents (and their job processes) again. A node'
 failing that, its ``GPU`` resource (NVIDIA, CUDA_VISIBLE_DEVICES per job). Launches started by an
 agent die with it (a node that leaves the cluster takes its processes along), and the service
 requeues that node's jobs. ``ray.init(address=...)`` joins an existing cluster; without an address
-``ray.init()`` starts an embedded one-machine cluster.
+``ray.init()`` starts an embedded one-machine cluster. Without a shared filesystem, an agent packs a
+stopped job's checkpoint folder (the tar returns through Ray's object store) and the next node's
+agent unpacks it (:mod:`real.service.checkpoints`).
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ The queue is the only state: a service killed with ``kill -9`` and started again
 launches still running (pid and start time in each launch's claim file), records those that ended
 while it was away, and relaunches those that were lost from their checkpoints. Nothing is lost and
 no launch runs twice (:mod:`real.service.runner`).
+
+Without a shared filesystem (``shared_fs=false``) a stopped job's checkpoint folder is packed on its
+node and unpacked on the node of its next launch (:mod:`real.service.checkpoints`). Shadow mode on
+Slurm follows the partition's own jobs instead of the queue (:mod:`real.service.slurm_shadow`).
 """
 
 from __future__ import annotations
