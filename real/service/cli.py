@@ -133,12 +133,44 @@ REPORT_ROWS = (
 )
 
 
-def show_report(out_dir: str) -> None:
-    """Write results.json and print its main metrics as a table."""
+# the shadow comparison table: Slurm's run next to the policy's replay of the same jobs
+SHADOW_ROWS = (
+    ("jobs_finished", "jobs compared", "{:.0f}"), ("avg_jct_s", "avg JCT (s)", "{:.1f}"),
+    ("p99_jct_s", "p99 JCT (s)", "{:.1f}"), ("avg_queue_s", "avg queueing (s)", "{:.1f}"),
+    ("makespan_s", "makespan (s)", "{:.1f}"), ("utilization", "utilisation", "{:.3f}"),
+    ("preemptions", "preemptions", "{:.0f}"),
+)
+
+
+def show_slurm_shadow(out_dir: str, doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from real.service.report import report
+    (slurm, slurm_m), (policy, policy_m) = ((k, v["metrics"]) for k, v in doc["policies"].items())
+    print(f"Slurm vs {policy} (replayed in the simulator) on the same {len(doc['jobs'])} jobs")
+    t = Table()
+    t.add_column("metric")
+    t.add_column("slurm", justify="right")
+    t.add_column(policy, justify="right")
+    for key, label, fmt in SHADOW_ROWS:
+        t.add_row(label, *(fmt.format(m[key]) if key in m else "-" for m in (slurm_m, policy_m)))
+    Console(width=120).print(t)
+    print(f"jobs: {' '.join(str(j) for j in doc['jobs']) or 'none finished yet'}")
+    print(f"-> {Path(out_dir) / 'shadow_results.json'}")
+
+
+def show_report(out_dir: str) -> None:
+    """Write results.json and print its main metrics as a table (shadow mode on Slurm: the
+    comparison with Slurm, shadow_results.json)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from real.service.report import report, slurm_shadow_report
+
+    shadow = slurm_shadow_report(out_dir)
+    if shadow is not None:
+        show_slurm_shadow(out_dir, shadow)
+        return
 
     policy, entry = next(iter(report(out_dir)["policies"].items()))
     t = Table(title=f"policy {policy}")

@@ -45,6 +45,12 @@ class Engine(Protocol):
 
     def free_port(self, node: str) -> int: ...
 
+    def pack_checkpoint(self, node: str, checkpoint_dir: str, max_bytes: int) -> tuple[int, bytes | None]:
+        """(size, tar) of the node's checkpoint folder; (size, None) above ``max_bytes``."""
+        ...
+
+    def unpack_checkpoint(self, node: str, checkpoint_dir: str, data: bytes) -> None: ...
+
     def foreign_gpus(self) -> dict[str, int]:
         """GPUs per node held by work this service did not start (other users' Slurm jobs)."""
         ...
@@ -84,6 +90,12 @@ class LocalEngine:
 
     def free_port(self, node: str) -> int:
         return self._r(node).free_port()
+
+    def pack_checkpoint(self, node: str, checkpoint_dir: str, max_bytes: int) -> tuple[int, bytes | None]:
+        return self._r(node).pack_checkpoint(checkpoint_dir, max_bytes)
+
+    def unpack_checkpoint(self, node: str, checkpoint_dir: str, data: bytes) -> None:
+        self._r(node).unpack_checkpoint(checkpoint_dir, data)
 
     def foreign_gpus(self) -> dict[str, int]:
         return {}

@@ -15,6 +15,7 @@ import sys
 from collections import deque
 from pathlib import Path
 
+from real.service.checkpoints import pack_dir, unpack_dir
 from real.service.runner import _start_ticks, claim
 
 RUNNER = str(Path(__file__).resolve().parent / "runner.py")
@@ -138,6 +139,14 @@ class NodeRunner:
                 return [x.rstrip("\n") for x in deque(f, maxlen=n)]
         except OSError:
             return []
+
+    def pack_checkpoint(self, checkpoint_dir: str, max_bytes: int) -> tuple[int, bytes | None]:
+        """This node's checkpoint folder as a tar, or only its size when above ``max_bytes``."""
+        return pack_dir(checkpoint_dir, max_bytes)
+
+    def unpack_checkpoint(self, checkpoint_dir: str, data: bytes) -> None:
+        """Replace this node's checkpoint folder by a packed one (before the job's launch here)."""
+        unpack_dir(checkpoint_dir, data)
 
     def stop_all(self) -> None:
         """SIGKILL every launch this runner started (tests and node shutdown)."""

@@ -6,7 +6,9 @@ restarted service finds the same agents (and their job processes) again. A node'
 failing that, its ``GPU`` resource (NVIDIA, CUDA_VISIBLE_DEVICES per job). Launches started by an
 agent die with it (a node that leaves the cluster takes its processes along), and the service
 requeues that node's jobs. ``ray.init(address=...)`` joins an existing cluster; without an address
-``ray.init()`` starts an embedded one-machine cluster.
+``ray.init()`` starts an embedded one-machine cluster. Without a shared filesystem, an agent packs a
+stopped job's checkpoint folder (the tar returns through Ray's object store) and the next node's
+agent unpacks it (:mod:`real.service.checkpoints`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from real.service.node import NodeRunner
 DEVICES_RESOURCE = "gpusched_devices"
 NAMESPACE = "gpusched"
 CALL_TIMEOUT_S = 30.0  # choice: an agent that does not answer in this long counts as gone
+MOVE_TIMEOUT_S = 600.0  # choice: packing or unpacking a checkpoint (up to checkpoint_max_mb) may take this long
 NODES_EVERY_S = 1.0  # choice: how often the cluster's node list is read
 
 
@@ -54,6 +57,13 @@ class RayNodeAgent:
 
     def free_port(self) -> int:
         return self.runner.free_port()
+
+    def pack_checkpoint(self, checkpoint_dir: str, max_bytes: int) -> tuple[int, bytes | None]:
+        """The result (the tar) travels back through Ray's object store."""
+        return self.runner.pack_checkpoint(checkpoint_dir, max_bytes)
+
+    def unpack_checkpoint(self, checkpoint_dir: str, data: bytes) -> None:
+        self.runner.unpack_checkpoint(checkpoint_dir, data)
 
     def stop_all(self) -> None:
         self.runner.stop_all()
@@ -103,12 +113,12 @@ class RayEngine:
         self._alive, self._nodes_t = alive, time.monotonic()
         return alive
 
-    def _call(self, node: str, method: str, *args: Any) -> Any:
+    def _call(self, node: str, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
         agent = self.agents.get(node)
         if agent is None:
             raise NodeLost(node)
         try:
-            return ray.get(getattr(agent, method).remote(*args), timeout=CALL_TIMEOUT_S)
+            return ray.get(getattr(agent, method).remote(*args), timeout=timeout)
         except (RayActorError, GetTimeoutError):
             self.agents.pop(node, None)
             self._nodes_t = -1.0
@@ -130,6 +140,14 @@ class RayEngine:
 
     def free_port(self, node: str) -> int:
         return int(self._call(node, "free_port"))
+
+    def pack_checkpoint(self, node: str, checkpoint_dir: str, max_bytes: int) -> tuple[int, bytes | None]:
+        size, data = self._call(node, "pack_checkpoint", checkpoint_dir, max_bytes, timeout=MOVE_TIMEOUT_S)
+        return int(size), data
+
+    def unpack_checkpoint(self, node: str, checkpoint_dir: str, data: bytes) -> None:
+        # the bytes go to the agent through Ray's object store
+        self._call(node, "unpack_checkpoint", checkpoint_dir, ray.put(data), timeout=MOVE_TIMEOUT_S)
 
     def foreign_gpus(self) -> dict[str, int]:
         return {}  # a Ray cluster's GPUs are this service's alone

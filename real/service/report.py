@@ -51,3 +51,44 @@ def report(out_dir: str | Path, seed: int = 0) -> dict[str, Any]:
     doc = results_document(SCENARIO, [seed], {policy: {"metrics": m, "per_seed": [{"seed": seed, "metrics": m}]}})
     write_json_atomic(Path(out_dir) / "results.json", doc)
     return doc
+
+
+SHADOW_SCENARIO = "lab_cluster_slurm_shadow"
+SHADOW_RESULTS = "shadow_results.json"
+
+
+def slurm_shadow_report(out_dir: str | Path) -> dict[str, Any] | None:
+    """Shadow mode on Slurm (:mod:`real.service.slurm_shadow`): Slurm's run and the policy's replay
+    of the same finished jobs, written to ``out_dir/shadow_results.json`` (two policy entries,
+    ``slurm`` and the policy, plus ``jobs``: the Slurm job ids compared, and ``per_job``: each job's
+    first start and finish on both sides, in seconds since the first submit). None when the service
+    never shadowed Slurm here."""
+    from real.config import make_policy
+    from real.service.slurm_shadow import OBSERVED, compare, load_observed, replay_model
+
+    if not (Path(out_dir) / OBSERVED).exists():
+        return None
+    from gpusched_env.config_util import ConfigError
+    from gpusched_env.scenario import load_scenario
+
+    q = JobQueue(out_dir)
+    try:
+        nodes = json.loads(q.meta("nodes") or "[]")
+        cfg = json.loads(q.meta("shadow_config") or "{}")
+    finally:
+        q.close()
+    if not nodes or not cfg:
+        raise ConfigError(f"out_dir: {out_dir} has {OBSERVED} but no node list or shadow_config in its queue")
+    scn = load_scenario(cfg["scenario"])
+    seed = int(cfg["seed"])
+    kw: dict[str, Any] = {} if cfg.get("round_s") is None or cfg["policy"] == "fifo" else {"round_s": cfg["round_s"]}
+    policy = make_policy(cfg["policy"], scn, seed, cfg.get("agent_path"), kw)
+    model = replay_model(scn.model_for(0).restart_cost_s)
+    got = compare(load_observed(out_dir), [int(n["n_devices"]) for n in nodes], policy, model, seed,
+                  scn.cluster.max_jobs_per_gpu)
+    entries = {name: {"metrics": m, "per_seed": [{"seed": seed, "metrics": m}]}
+               for name, m in (("slurm", got["slurm"]), (policy.name, got["policy"]))}
+    doc = results_document(SHADOW_SCENARIO, [seed], entries)
+    doc.update(jobs=got["jobs"], per_job=got["per_job"], nodes=[[n["name"], int(n["n_devices"])] for n in nodes])
+    write_json_atomic(Path(out_dir) / SHADOW_RESULTS, doc)
+    return doc

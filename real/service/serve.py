@@ -12,6 +12,10 @@ The queue is the only state: a service killed with ``kill -9`` and started again
 launches still running (pid and start time in each launch's claim file), records those that ended
 while it was away, and relaunches those that were lost from their checkpoints. Nothing is lost and
 no launch runs twice (:mod:`real.service.runner`).
+
+Without a shared filesystem (``shared_fs=false``) a stopped job's checkpoint folder is packed on its
+node and unpacked on the node of its next launch (:mod:`real.service.checkpoints`). Shadow mode on
+Slurm follows the partition's own jobs instead of the queue (:mod:`real.service.slurm_shadow`).
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ from gpusched_env.policy import Policy
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import WHOLE_GPU, Decision, InvalidDecision, Job, Migrate, Preempt, Sharing, Start
 from gpusched_env.view import ClusterView, JobProgress
+from real.service.checkpoints import MB, CheckpointStore
 from real.service.engine import Engine, LocalEngine, NodeInfo, NodeLost
 from real.service.node import EXITED, LOST, RUNNING
 from real.service.queue import ACTIVE, JobQueue, JobRow
+from real.service.spec import DEFAULT_MODEL
 
 # choice: the work a job without expected_duration_s is assumed to have (policies that read job
 # length, e.g. sjf, see every such job as one hour long; non-clairvoyant policies never read it).
@@ -71,6 +77,10 @@ class ServeConfig:
     exit_when_idle: bool = False  # stop once no job is pending or running (batch runs and tests)
     max_wall_s: float | None = None
     log_lines: int = 20
+    shared_fs: bool = True  # false: checkpoints are node-local and move with a job (engine=ray or local)
+    # choice: the largest checkpoint folder moved between nodes without a shared filesystem; the
+    # service holds it in memory once and keeps a copy in out_dir/moved/
+    checkpoint_max_mb: float = 1024.0
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -83,7 +93,9 @@ class ServeConfig:
             raise ConfigError(f"mode: must be one of {MODES}, got {self.mode!r}")
         if not self.stop_signal.startswith("SIG") or not hasattr(signal, self.stop_signal):
             raise ConfigError(f"stop_signal: expected a signal name such as SIGTERM, got {self.stop_signal!r}")
-        for k in ("poll_s", "grace_s", "backoff_s", "nodes", "devices_per_node"):
+        if not self.shared_fs and self.engine == "slurm":
+            raise ConfigError("shared_fs: engine=slurm needs out_dir on a filesystem every node shares (shared_fs=true)")
+        for k in ("poll_s", "grace_s", "backoff_s", "nodes", "devices_per_node", "checkpoint_max_mb"):
             if getattr(self, k) is None or getattr(self, k) <= 0:
                 raise ConfigError(f"{k}: must be > 0, got {getattr(self, k)!r}")
 
@@ -135,6 +147,17 @@ class Service:
         self.q.set_meta("policy", self.policy.name)
         self.engine = engine if engine is not None else build_engine(cfg)
         self.log: IO[str] = open(self.out / "service.log", "a")
+        self.ckpts = None if cfg.shared_fs else CheckpointStore(self.out)
+        self.slurm_obs: Any = None  # shadow mode on Slurm: the partition's own jobs (slurm_shadow)
+        self._slurm_events: list[dict[str, Any]] = []
+        if cfg.engine == "slurm" and cfg.mode == "shadow":
+            from real.service.slurm_shadow import SlurmObserver
+
+            self.slurm_obs = SlurmObserver(self.out, self.engine.client)  # type: ignore[attr-defined]
+            self.q.set_meta("shadow_config", json.dumps({
+                "policy": cfg.policy, "agent_path": cfg.agent_path, "scenario": cfg.scenario, "seed": cfg.seed,
+                "round_s": cfg.round_s}))
+        self._waiting: set[int] = set()  # jobs held back for their node (checkpoint too big to move)
         self.stop_requested = False
         self.nodes: list[NodeInfo] = []
         self.alive: set[str] = set()
@@ -191,7 +214,8 @@ class Service:
                 due = rs is not None and time.time() - self._last_round >= rs
                 if (changed and self.policy.events) or due or (changed and rs is None):
                     self.schedule()
-                if self.cfg.exit_when_idle and not self.q.jobs(ACTIVE):
+                if self.cfg.exit_when_idle and not self.q.jobs(ACTIVE) and (
+                        self.slurm_obs is None or (self.slurm_obs.jobs and not self.slurm_obs.active())):
                     break
                 if self.cfg.max_wall_s is not None and time.monotonic() - t0 > self.cfg.max_wall_s:
                     break
@@ -220,10 +244,14 @@ class Service:
         """Check nodes and running jobs; True when the queue changed (a decision point)."""
         changed = False
         lost = set(self.refresh_nodes())
+        if self.slurm_obs is not None:
+            events = self.slurm_obs.observe()
+            self._slurm_events += events
+            changed |= bool(events)
         for row in self.q.jobs(("running",)):
             gone = {p["node"] for p in row.placement} & lost
             if gone:
-                self.requeue(row, f"node {', '.join(sorted(gone))} left the cluster", lost=True)
+                self.requeue(row, f"node {', '.join(sorted(gone))} left the cluster", lost=True, node_gone=True)
                 changed = True
             elif row.cancel:
                 ended = self.stop([row])
@@ -244,7 +272,7 @@ class Service:
             try:
                 out.append(self.engine.status(p["node"], row.id, p["launch"]))
             except NodeLost as e:
-                self.requeue(row, str(e), lost=True)
+                self.requeue(row, str(e), lost=True, node_gone=True)
                 return None
         return out
 
@@ -287,9 +315,15 @@ class Service:
         self.q.update(row.id, state, detail, finish_t=now, exit_code=0 if state == "finished" else None,
                       placement=(), **self._ran(row, now))
         self.note(f"job {row.id}: {state} ({detail})")
+        if self.ckpts is not None:
+            self.ckpts.drop(row.id)
 
-    def requeue(self, row: JobRow, detail: str, lost: bool = False, preempted: bool = False) -> None:
-        """Back to the queue (a lost launch counts as a restart, a preemption as a preemption)."""
+    def requeue(self, row: JobRow, detail: str, lost: bool = False, preempted: bool = False,
+                node_gone: bool = False) -> None:
+        """Back to the queue (a lost launch counts as a restart, a preemption as a preemption). Without
+        a shared filesystem the checkpoint is packed first, unless its node is gone."""
+        if not node_gone:
+            self.pack(row)
         now = time.time()
         self.q.update(row.id, "pending", detail, placement=(), gpu_ids=(), started_t=None,
                       restarts=row.restarts + (1 if lost else 0),
@@ -305,12 +339,106 @@ class Service:
             self.q.update(row.id, "failed", f"exit code {rc}", finish_t=now, exit_code=rc, error=err,
                           placement=(), **self._ran(row, now))
             self.note(f"job {row.id}: failed, exit code {rc}")
+            if self.ckpts is not None:
+                self.ckpts.drop(row.id)
             return
+        self.pack(row)
         wait = self.cfg.backoff_s * 2 ** (crashes - 1)
         self.q.update(row.id, "pending", f"crashed: exit code {rc}; restart {crashes} in {wait:g} s", placement=(),
                       gpu_ids=(), started_t=None, restarts=row.restarts + 1, not_before=now + wait,
                       **self._ran(row, now))
         self.note(f"job {row.id}: crashed with exit code {rc}; restart {crashes}/{row.spec.max_restarts} in {wait:g} s")
+
+    # -- checkpoints without a shared filesystem -------------------------------------------------
+    def checkpoint_dir(self, row: JobRow, node: str) -> str:
+        """The job's checkpoint folder on ``node``: the spec's, else ``out_dir/checkpoints/<id>`` on a
+        shared filesystem or ``out_dir/nodes/<node>/checkpoints/<id>`` on the node's own disk."""
+        if row.spec.checkpoint_dir:
+            return row.spec.checkpoint_dir
+        base = self.out.resolve() if self.cfg.shared_fs else self.out.resolve() / "nodes" / node
+        return str(base / "checkpoints" / str(row.id))
+
+    def _max_bytes(self) -> int:
+        return int(self.cfg.checkpoint_max_mb * MB)
+
+    def _too_big(self, row: JobRow, node: str, size: int) -> None:
+        msg = (f"job {row.id}: checkpoint of {size} bytes ({size / MB:.1f} MB) on node {node} is above checkpoint_max_mb="
+               f"{self.cfg.checkpoint_max_mb:g}: not moved (raise checkpoint_max_mb or use a shared filesystem)")
+        self.note(msg)
+        self.q.update(row.id, None, msg)
+
+    def pack(self, row: JobRow) -> None:
+        """A job stopped on its rank-0 node: without a shared filesystem, pack that node's checkpoint
+        folder into the service folder (or record that it is too big to move and stays there)."""
+        if self.ckpts is None or not row.placement:
+            return
+        node = row.placement[0]["node"]
+        try:
+            size, data = self.engine.pack_checkpoint(node, self.checkpoint_dir(row, node), self._max_bytes())
+        except NodeLost:
+            return  # the node took its checkpoint along; an older packed copy, if any, is used
+        self.ckpts.put(row.id, node, size, data)
+        if data is None:
+            self._too_big(row, node, size)
+        else:
+            self.note(f"job {row.id}: checkpoint packed on {node} ({size} bytes)")
+
+    def _may_move(self, row: JobRow, gpus: tuple[int, ...]) -> bool:
+        """False (with the one-line error) when migrating ``row`` to ``gpus`` would move a checkpoint
+        above the limit off its node."""
+        if self.ckpts is None or not row.placement:
+            return True
+        node = row.placement[0]["node"]
+        if self.locate(gpus[0])[0] == node:
+            return True
+        try:
+            size, _ = self.engine.pack_checkpoint(node, self.checkpoint_dir(row, node), -1)  # size only
+        except NodeLost:
+            return True
+        if size <= self._max_bytes():
+            return True
+        self._too_big(row, node, size)
+        return False
+
+    def bring_checkpoint(self, row: JobRow, names: list[str]) -> bool:
+        """Before a launch on ``names`` (rank 0 first): unpack the job's packed checkpoint on every node
+        that does not hold it. False when the launch must not happen (the checkpoint is too big to move
+        and its node is alive, or a node is gone)."""
+        if self.ckpts is None:
+            return True
+        held = self.ckpts.held(row.id)
+        if held is None:
+            return True
+        if not held.packed and held.node != names[0]:
+            if held.node in self.alive:
+                if row.id not in self._waiting:
+                    self._waiting.add(row.id)
+                    msg = (f"job {row.id}: waits for node {held.node}, which holds its checkpoint "
+                           f"({held.size} bytes, above checkpoint_max_mb={self.cfg.checkpoint_max_mb:g})")
+                    self.note(msg)
+                    self.q.update(row.id, None, msg)
+                return False
+            self.note(f"job {row.id}: its checkpoint was on node {held.node}, which is gone; starting without it")
+            self.ckpts.drop(row.id)
+            return True
+        self._waiting.discard(row.id)
+        if held.packed:
+            try:
+                data = self.ckpts.data(row.id)
+            except OSError as e:
+                self.note(f"job {row.id}: packed checkpoint unreadable ({e}); starting without it")
+                self.ckpts.drop(row.id)
+                return True
+            for nm in names:
+                if nm == held.node:
+                    continue
+                try:
+                    self.engine.unpack_checkpoint(nm, self.checkpoint_dir(row, nm), data)
+                except NodeLost:
+                    return False  # the next poll sees the node gone
+                self.note(f"job {row.id}: checkpoint from {held.node} unpacked on {nm} ({len(data)} bytes)")
+        self.ckpts.moved_to(row.id, names[0])
+        return True
 
     # -- stopping ------------------------------------------------------------------------------
     def stop(self, rows: list[JobRow]) -> dict[int, list[Any]]:
@@ -404,6 +532,9 @@ class Service:
 
     def schedule(self) -> None:
         self._last_round = now_wall = time.time()
+        if self.slurm_obs is not None:
+            self.shadow_slurm(now_wall)
+            return
         rows = self.q.jobs(ACTIVE)
         state, view = self.build(rows, now_wall)
         if not view.pending and not view.running:
@@ -429,6 +560,7 @@ class Service:
         self.carry_out(decisions or [], {r.id: r for r in rows}, now_wall)
 
     def carry_out(self, decisions: list[Decision], rows: dict[int, JobRow], now_wall: float) -> None:
+        decisions = [d for d in decisions if not isinstance(d, Migrate) or self._may_move(rows[d.job_id], d.gpus)]
         stops = [rows[d.job_id] for d in decisions if isinstance(d, (Preempt, Migrate))]
         ended = self.stop(stops) if stops else {}
         for d in decisions:
@@ -440,10 +572,12 @@ class Service:
                 if st is not None and all(s[0] == EXITED and s[1] == 0 and not s[2] for s in st):
                     self._finish_state(r, "finished", "exit 0", None)
                     continue
+                self.pack(r)
                 self.q.update(r.id, None, "migrating", migrations=r.migrations + 1, **self._ran(r, time.time()))
                 moved = self.q.get(r.id)
                 assert moved is not None
-                self.launch(moved, d.gpus, d.sharing)
+                if not self.launch(moved, d.gpus, d.sharing):
+                    self.requeue(moved, "migration not carried out; queued again", preempted=True, node_gone=True)
         for d in decisions:
             if isinstance(d, Start):
                 self.launch(rows[d.job_id], d.gpus, d.sharing)
@@ -467,20 +601,58 @@ class Service:
             with open(self.out / "shadow.jsonl", "a") as f:
                 f.write(json.dumps({"t": round(now_wall - self.epoch, 3), **out}, sort_keys=True) + "\n")
 
+    def shadow_slurm(self, now_wall: float) -> None:
+        """Log what Slurm did since the last line next to what the policy decides on the same jobs as
+        Slurm placed them (shadow mode on Slurm; launch nothing)."""
+        from real.service.slurm_shadow import live_state
+
+        recs = self.slurm_obs.jobs
+        state = live_state(recs, [n.name for n in self.nodes], [n.n_devices for n in self.nodes], self.epoch,
+                           self.scn.cluster.max_jobs_per_gpu)
+        base = base_iter_s(DEFAULT_MODEL)
+
+        def progress(job_id: int) -> JobProgress:
+            r = recs[job_id]
+            dt = max(0.0, now_wall - r.start_t) if r.start_t is not None else 0.0
+            work = state.jobs[job_id].work_iters
+            return JobProgress(dt / base, max(work - dt / base, 0.0), dt * r.gpus, 1.0 / base if dt > 0 else 0.0, 0)
+
+        view = ClusterView(state, now_wall - self.epoch, np.ones((state.topology.n_gpus, 4)), progress)
+        if not view.pending and not view.running and not self._slurm_events:
+            return
+        ds = self._decide(self.policy, view)
+        err = None
+        if ds is not None:
+            try:
+                state.apply(ds, view.now)
+            except InvalidDecision as e:
+                err = str(e)
+        pol = {"name": self.policy.name, "decisions": [_describe(d) for d in ds or []], "error": err}
+        line = json.dumps({"slurm": self._slurm_events, "policy": pol}, sort_keys=True)
+        if self._slurm_events or line != self._last_shadow:
+            self._last_shadow = line
+            with open(self.out / "shadow.jsonl", "a") as f:
+                f.write(json.dumps({"t": round(now_wall - self.epoch, 3), "slurm": self._slurm_events,
+                                    "running": sorted(view.running), "pending": sorted(view.pending_ids),
+                                    "policy": pol}, sort_keys=True) + "\n")
+        self._slurm_events = []
+
     # -- launching -----------------------------------------------------------------------------
-    def launch(self, row: JobRow, gpus: tuple[int, ...], sharing: Sharing = WHOLE_GPU) -> None:
+    def launch(self, row: JobRow, gpus: tuple[int, ...], sharing: Sharing = WHOLE_GPU) -> bool:
+        """Start one launch of ``row`` on ``gpus``; False when it was held back (its checkpoint)."""
         parts: dict[str, list[int]] = {}
         for g in gpus:
             node, local = self.locate(g)
             parts.setdefault(node, []).append(local)
         n = row.launches  # launches before this one = the restart count the job sees
         s = row.spec
-        ckpt = s.checkpoint_dir or str((self.out / "checkpoints" / str(row.id)).resolve())
-        env = {**dict(s.env), "GPUSCHED_JOB_ID": str(row.id), "GPUSCHED_CHECKPOINT_DIR": ckpt,
+        names = list(parts)
+        if not self.bring_checkpoint(row, names):
+            return False
+        env = {**dict(s.env), "GPUSCHED_JOB_ID": str(row.id),
                "GPUSCHED_RESTART_COUNT": str(n), "GPUSCHED_STOP_SIGNAL": self.cfg.stop_signal}
         if sharing.is_mps:
             env["GPUSCHED_SM_PCT"] = f"{sharing.sm_pct:g}"
-        names = list(parts)
         if len(names) > 1:
             addr = next(x.address for x in self.nodes if x.name == names[0])
             env.update(MASTER_ADDR=addr, MASTER_PORT=str(self.engine.free_port(names[0])), WORLD_SIZE=str(len(names)))
@@ -494,14 +666,17 @@ class Service:
                       started_t=now, first_start_t=row.first_start_t or now, gpu_ids=gpus, placement=placement)
         argv = ["/bin/sh", "-c", s.command[0]] if s.shell else list(s.command)
         for rank, nm in enumerate(names):
-            e = {**env, "RANK": str(rank), "NODE_RANK": str(rank), "GPUSCHED_NODE": nm} if len(names) > 1 else {
-                **env, "GPUSCHED_NODE": nm}
+            ckpt = self.checkpoint_dir(row, nm)
+            e = {**env, "GPUSCHED_NODE": nm, "GPUSCHED_CHECKPOINT_DIR": ckpt}
+            if len(names) > 1:
+                e.update(RANK=str(rank), NODE_RANK=str(rank))
             try:
                 self.engine.launch(nm, row.id, n, argv, e, s.workdir, parts[nm], ckpt)
             except NodeLost:
                 pass  # the next poll requeues the job
             except OSError as err:
                 self.note(f"job {row.id}: cannot launch on {nm}: {err}")
+        return True
 
 
 def _describe(d: Decision) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,11 @@ SEP = "|"
 # squeue fields: job id, name, state, nodes, GRES/TRES per node, user, reason, restart count.
 SQUEUE_FORMAT = SEP.join(["%i", "%j", "%T", "%N", "%b", "%u", "%r"])
 GPU_RE = re.compile(r"gpu(?::[^:(,]+)?:(\d+)")
+# squeue fields for shadow mode: job id, name, state, nodes, node count, GRES per node, user, submit,
+# start and end time (ISO, the controller's local time). Finished jobs stay listed for MinJobAge.
+SQUEUE_TIMES_FORMAT = SEP.join(["%i", "%j", "%T", "%N", "%D", "%b", "%u", "%V", "%S", "%e"])
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE")
 
 Run = Callable[[Sequence[str]], str]
 
@@ -79,6 +85,64 @@ class SlurmJob:
         """The service's job id, for jobs this service submitted."""
         tail = self.name[len(PREFIX):]
         return int(tail) if self.ours and tail.isdigit() else None
+
+
+@dataclass(frozen=True)
+class SlurmRecord:
+    """What Slurm did with one job: times in seconds since the epoch (None: not yet, or unknown)."""
+
+    slurm_id: int
+    name: str
+    state: str
+    nodes: tuple[str, ...]
+    n_nodes: int
+    gpus_per_node: int
+    user: str
+    submit_t: float | None
+    start_t: float | None
+    end_t: float | None
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.n_nodes
+
+    @property
+    def ours(self) -> bool:
+        return self.name.startswith(PREFIX)
+
+    @property
+    def ended(self) -> bool:
+        return self.state.split()[0] in ENDED
+
+
+def slurm_time(text: str) -> float | None:
+    """A Slurm timestamp (``2026-11-26T21:00:39``, local time) in seconds since the epoch; None for
+    ``N/A``, ``NONE``, ``Unknown`` and the like."""
+    try:
+        return time.mktime(time.strptime(text.strip(), "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def parse_job_times(text: str) -> list[SlurmRecord]:
+    """``squeue -h -t all -o SQUEUE_TIMES_FORMAT`` → records. A pending job's start (Slurm's estimate),
+    a live job's end (its time limit) and the start of a job cancelled before it ran are no facts: None."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split(SEP)
+        if len(parts) != 10:
+            raise SlurmError(f"squeue: expected 10 '{SEP}'-separated fields, got {line!r}")
+        jid, name, state, nodes, n_nodes, gres, user, submit, start, end = parts
+        st = state.strip()
+        hosts = expand_hostlist(nodes)
+        started = st not in ("PENDING", "REQUEUED") and bool(hosts)  # a job cancelled while pending has no nodes
+        out.append(SlurmRecord(
+            int(jid.split("_")[0]), name, st, hosts, int(n_nodes) if n_nodes.isdigit() else 1,
+            gpu_count(gres), user, slurm_time(submit), slurm_time(start) if started else None,
+            slurm_time(end) if st.split()[0] in ENDED else None))
+    return out
 
 
 def gpu_count(gres: str) -> int:
@@ -193,6 +257,13 @@ class SlurmClient:
         if self.partition:
             argv += ["-p", self.partition]
         return parse_jobs(self.run(argv))
+
+    def job_times(self) -> list[SlurmRecord]:
+        """Every job Slurm still lists in the partition (finished ones for MinJobAge), with its times."""
+        argv = ["squeue", "-h", "-t", "all", "-o", SQUEUE_TIMES_FORMAT]
+        if self.partition:
+            argv += ["-p", self.partition]
+        return parse_job_times(self.run(argv))
 
     def foreign_gpus(self, jobs: Sequence[SlurmJob] | None = None) -> dict[str, int]:
         """GPUs per node held by running jobs this service did not submit."""

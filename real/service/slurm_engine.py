@@ -136,5 +136,11 @@ class SlurmEngine:
             raise NodeLost(node)
         return 29500 + sum(node.encode()) % 1000
 
+    def pack_checkpoint(self, node: str, checkpoint_dir: str, max_bytes: int) -> tuple[int, bytes | None]:
+        raise NotImplementedError("engine=slurm needs out_dir on a shared filesystem (shared_fs=true)")
+
+    def unpack_checkpoint(self, node: str, checkpoint_dir: str, data: bytes) -> None:
+        raise NotImplementedError("engine=slurm needs out_dir on a shared filesystem (shared_fs=true)")
+
     def close(self) -> None:
         """Leaves the jobs running (a restarted service re-attaches to them)."""

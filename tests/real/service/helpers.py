@@ -23,8 +23,21 @@ TICKS_JOB = (
 )
 
 
-def ticks_spec(done: Path, ticks: int, gpus: int, **kw: object) -> JobSpec:
-    return parse_spec({"command": TICKS_JOB.format(ticks=ticks, done=done), "shell": True, "gpus": gpus, **kw}, "test")
+def ticks_spec(done: Path, ticks: int, gpus: int, hold: Path | None = None, **kw: object) -> JobSpec:
+    """``hold``: while that file exists and holds a step number the job has reached, it waits (still
+    following the preemption protocol) instead of doing its next step: the test decides when it stops."""
+    cmd = TICKS_JOB.format(ticks=ticks, done=done)
+    if hold is not None:
+        cmd = cmd.replace("do sleep 0.1; n=$((n+1)); ", f'do sleep 0.1; h=$(cat "{hold}" 2>/dev/null); '
+                          '[ -n "$h" ] && [ "$n" -ge "$h" ] && continue; n=$((n+1)); ')
+    return parse_spec({"command": cmd, "shell": True, "gpus": gpus, **kw}, "test")
+
+
+def hold_at(hold: Path, step: int | None) -> None:
+    """Make jobs started with ``hold`` wait once they reach ``step`` (None: never)."""
+    tmp = hold.with_name(hold.name + ".tmp")
+    tmp.write_text("" if step is None else f"{step}\n")
+    tmp.replace(hold)
 
 
 def done_lines(done: Path) -> list[list[str]]:

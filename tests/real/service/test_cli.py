@@ -58,6 +58,10 @@ def test_submit_queue_serve_logs_report(tmp_path: Path, monkeypatch: pytest.Monk
     (["serve", "out_dir=X", "engine=k8s"], "gpusched-real serve: error: engine: must be one of"),
     (["serve", "out_dir=X", "ray_address=h:6379"], "gpusched-real serve: error: ray_address: only used with engine=ray"),
     (["serve", "out_dir=X", "grace_s=soon"], "gpusched-real serve: error: grace_s: expected float, got 'soon'"),
+    (["serve", "out_dir=X", "engine=slurm", "shared_fs=false"],
+     "gpusched-real serve: error: shared_fs: engine=slurm needs out_dir on a filesystem every node shares"),
+    (["serve", "out_dir=X", "shared_fs=no"], "gpusched-real serve: error: shared_fs: expected bool, got 'no'"),
+    (["serve", "out_dir=X", "checkpoint_max_mb=0"], "gpusched-real serve: error: checkpoint_max_mb: must be > 0, got 0.0"),
     (["cancel", "7", "out_dir=X"], "gpusched-real cancel: error: gpusched-real cancel: no job 7"),
     (["logs", "x", "out_dir=X"], "gpusched-real logs: error: gpusched-real logs: job id must be an integer"),
 ])

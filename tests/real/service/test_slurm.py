@@ -144,10 +144,12 @@ def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Pat
     rows = JobQueue(tmp_path).jobs()
     assert [r.state for r in rows] == ["finished"] * 12, [(r.id, r.state) for r in rows]
     lines = done_lines(done)
-    # every job completed (a one-node job, or rank 0), and each job that ran as one-node processes did
-    # each of its steps exactly once, in order (a job stopped in its last step completes at its next
-    # launch without repeating a step)
+    # every job completed (a one-node job, or rank 0) and its step counter ended at its tick count; each
+    # job that ran as one-node processes did each of its steps exactly once, in order (a restart from zero
+    # would repeat step 1; a job stopped in its last step completes at its next launch without a step)
     assert sorted({int(x[0]) for x in lines if x[3] in ("-", "0")}) == ids
+    for j, t in zip(ids, ticks, strict=True):
+        assert (tmp_path / "checkpoints" / str(j) / "n").read_text().strip() == str(t)
     steps = steps_done(done)
     assert len(steps) >= 6
     for j, t in zip(ids, ticks, strict=True):
