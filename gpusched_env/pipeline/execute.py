@@ -113,10 +113,10 @@ class _State:
 def _stage_constants(model: PipelineModel, dur, s: int) -> tuple:
     """What :func:`_advance` needs of stage ``s`` that does not change within an iteration."""
     last = model.stages - 1
-    gpu, rdv = model.comm == "gpu", model.rendezvous
+    gpu = model.comm == "gpu"
     c_next = model.link_delay_ms[s] if s < last else 0.0
     c_prev = model.link_delay_ms[s - 1] if s > 0 else 0.0
-    if gpu and rdv and model.injector_group_ranks and s == 2:  # see PipelineModel.injector_group_ranks
+    if gpu and model.injector_group_ranks and s == 2:  # see PipelineModel.injector_group_ranks
         c_prev = c_next
     k = model.cpu_channels if model.cpu_channels > 0 else model.microbatches
     copy = 0.0 if gpu else model.copy_ms

@@ -46,7 +46,7 @@ class PipelineModel:
             delegate m mod K, each delegate sends one message at a time (delay + transfer); 0 = one
             delegate per message (no queueing).
         injector_group_ranks: reproduce PipeMorph's delay injector under Megatron's batched p2p
-            (``rendezvous`` schedules): it reads the NCCL peer 0 / 1 as previous / next stage,
+            (the schedules with ``Schedule.rendezvous``; GPU-driven sends only): it reads the NCCL peer 0 / 1 as previous / next stage,
             true of the two-rank communicators of single isend/irecv but not of the pipeline
             group's communicator that batched p2p uses, where stage 2's previous stage has rank 1;
             so stage 2's gradient sends pay link 2's delay instead of link 1's

@@ -28,7 +28,10 @@ class Schedule:
     def model_for(self, model: PipelineModel) -> PipelineModel:
         """``model`` with this schedule's comm mode, backward split and receive posting."""
         m = model.with_conditions(comm=self.comm, split_backward=self.split_backward)
-        return m if self.rendezvous or not m.rendezvous else replace(m, rendezvous=False)
+        if self.rendezvous:
+            return m
+        # no Megatron batched p2p: no rendezvous, and PipeMorph's injector reads the peers right
+        return replace(m, rendezvous=False, injector_group_ranks=False)
 
 
 SCHEDULES: dict[str, Schedule] = {
