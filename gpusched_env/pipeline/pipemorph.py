@@ -62,9 +62,9 @@ def table(sim: dict[str, dict[int, float]]) -> list[str]:
             rows.append(f"| {p} | {d} | {meas:.1f} | {sim[p][d]:.1f} | {err:+.1%} | {tag} |")
     rows += ["", "| delay ms | measured order | sim order | same |", "|---|---|---|---|"]
     for d in MEASURED_MS["zb"][1]:
-        meas = order({p: MEASURED_MS[p][1][d] for p in MEASURED_MS})
+        want = order({p: MEASURED_MS[p][1][d] for p in MEASURED_MS})
         mine = order({p: sim[p][d] for p in MEASURED_MS})
-        rows.append(f"| {d} | {meas} | {mine} | {'yes' if meas == mine else '**no**'} |")
+        rows.append(f"| {d} | {want} | {mine} | {'yes' if want == mine else '**no**'} |")
     return rows
 
 
