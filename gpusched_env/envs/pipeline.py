@@ -102,9 +102,11 @@ class PipelineEnv(gym.Env[np.ndarray, np.ndarray]):
         self._wl: Workload | None = None
         self._i = 0
         self._seen = (self.model.link_delay_ms, self.model.slowdown)
+        self._planned = self._seen  # the conditions the last paid-for plan was made for
         self._last_ms = 0.0
         self._rng = self.np_random
         self._results: list[IterationResult] = []
+        self._times: list[float] = []
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -122,8 +124,9 @@ class PipelineEnv(gym.Env[np.ndarray, np.ndarray]):
             e = self.scn.env
             self._wl = random_trace(self._rng, self.S, e.iterations, e.delays_ms, e.change_prob)
         self._i = 0
-        self._results = []
+        self._results, self._times = [], []
         self._seen = (self.model.link_delay_ms, self.model.slowdown)
+        self._planned = self._seen
         self._last_ms = 0.0
         return self._obs(), {"action_mask": self.action_masks()}
 
@@ -142,17 +145,22 @@ class PipelineEnv(gym.Env[np.ndarray, np.ndarray]):
         orders, _ = greedy.plan(self.model.with_conditions(*self._seen), warm)
         scale = jitter_scales(self._rng, self.scn.dynamics.jitter_cv, self.S, self.M)
         r = execute(self.model.with_conditions(delay, slow), orders, scale)
-        self._seen, self._last_ms = (delay, slow), r.iteration_ms
+        t = r.iteration_ms
+        if self._seen != self._planned:  # a plan for new conditions: its planning time (as the runner)
+            t += self.scn.dynamics.replan_ms
+            self._planned = self._seen
+        self._seen, self._last_ms = (delay, slow), t
         self._results.append(r)
+        self._times.append(t)
         self._i += 1
         done = self._i >= self._wl.iterations
-        info: dict[str, Any] = {"action_mask": self.action_masks(), "iteration_ms": r.iteration_ms, "warmup": warm}
+        info: dict[str, Any] = {"action_mask": self.action_masks(), "iteration_ms": t, "warmup": warm}
         if done:
-            summary = RunSummary(tuple(x.iteration_ms for x in self._results), tuple(self._results), 0)
+            summary = RunSummary(tuple(self._times), tuple(self._results), 0)
             info["metrics"] = summary.metrics(self.M * self.scn.job.microbatch_size)
             info["series"] = {"iteration_ms": list(summary.iteration_ms)}
         trunc = not done and self.max_steps is not None and self._i >= self.max_steps
-        return self._obs(), -r.iteration_ms / 1000.0, done, trunc, info
+        return self._obs(), -t / 1000.0, done, trunc, info
 
     def adaptra_action(self) -> np.ndarray:
         """Adaptra's warm-up rule for the delays observed so far, as an action."""

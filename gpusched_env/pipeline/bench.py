@@ -61,7 +61,7 @@ def settings(scn: PipelineScenario) -> RunSettings:
     d = scn.dynamics
     return RunSettings(model=scn.job.model(), microbatch_size=scn.job.microbatch_size,
                        restart_ms=d.restart_s * 1000.0, host_path_delay_ms=d.host_path_delay_ms,
-                       jitter_cv=d.jitter_cv)
+                       jitter_cv=d.jitter_cv, replan_ms=d.replan_ms)
 
 
 def workload_rng(seed: int, workload: int, n_workloads: int) -> np.random.Generator:

@@ -26,6 +26,14 @@ class JobConfig:
     activation_limit: int = 24
     overhead_ms: float = 0.0
     p2p_ms: float = 0.0
+    hidden_size: int = 0  # message bytes = hidden x seq x micro-batch x dtype bytes (0: latency only)
+    seq_length: int = 0
+    dtype_bytes: int = 2
+    link_gb_s: float = 0.0  # link bandwidth, GB/s (0: no bandwidth term)
+    pcie_gb_s: float = 0.0  # device<->host copies of the CPU path, GB/s (0: free copies)
+    rendezvous: bool = True  # GPU-driven sends wait for the receiver's posted receive
+    cpu_channels: int = 0  # host delegates per link direction (0: no queueing)
+    injector_group_ranks: bool = False  # PipeMorph's injector quirk under batched p2p (PipelineModel)
 
     def __post_init__(self) -> None:
         if self.stages < 2:
@@ -40,6 +48,20 @@ class JobConfig:
         for name in ("overhead_ms", "p2p_ms"):
             if not 0 <= getattr(self, name) < math.inf:
                 raise ValueError(f"{name} must be a finite time >= 0 (ms), got {getattr(self, name)}")
+        for name in ("hidden_size", "seq_length", "cpu_channels"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.dtype_bytes < 1:
+            raise ValueError(f"dtype_bytes must be >= 1, got {self.dtype_bytes}")
+        for name in ("link_gb_s", "pcie_gb_s"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be a finite bandwidth >= 0 (GB/s; 0 = not modelled), "
+                                 f"got {getattr(self, name)}")
+
+    @property
+    def message_bytes(self) -> float:
+        """Bytes of one activation / gradient message: hidden x sequence x micro-batch x dtype."""
+        return float(self.hidden_size * self.seq_length * self.microbatch_size * self.dtype_bytes)
 
     def spec(self) -> PipelineSpec:
         """The :class:`PipelineSpec` (validates S, M and the times)."""
@@ -53,7 +75,11 @@ class JobConfig:
     def model(self) -> PipelineModel:
         """The healthy :class:`PipelineModel` of this job."""
         return PipelineModel(self.spec(), activation_limit=self.activation_limit,
-                             overhead_ms=self.overhead_ms, p2p_ms=self.p2p_ms)
+                             overhead_ms=self.overhead_ms, p2p_ms=self.p2p_ms,
+                             message_bytes=self.message_bytes,
+                             link_gb_s=self.link_gb_s or math.inf, pcie_gb_s=self.pcie_gb_s or math.inf,
+                             rendezvous=self.rendezvous, cpu_channels=self.cpu_channels,
+                             injector_group_ranks=self.injector_group_ranks)
 
 
 @dataclass(frozen=True)
@@ -63,9 +89,10 @@ class DynamicsConfig:
     restart_s: float = 20.0  # GPU-driven: a NIC failure costs a job restart
     host_path_delay_ms: float = 10.0  # CPU-delegated: extra per-send delay over the host path
     jitter_cv: float = 0.0  # coefficient of variation of each operation's time (seeded)
+    replan_ms: float = 0.0  # an adaptive schedule's cost in an iteration where it re-plans
 
     def __post_init__(self) -> None:
-        for name in ("restart_s", "host_path_delay_ms", "jitter_cv"):
+        for name in ("restart_s", "host_path_delay_ms", "jitter_cv", "replan_ms"):
             if not 0 <= getattr(self, name) < math.inf:
                 raise ValueError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
 

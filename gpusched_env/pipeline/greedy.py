@@ -85,7 +85,7 @@ class _Greedy:
     def run(self, s: int, t: float, kind: int) -> list[tuple[int, float]]:
         """Run one op of ``kind`` on stage ``s`` from ``t``; return (stage, arrival) it sends."""
         M, last, sends = self.M, self.S - 1, []
-        link, p2p = self.model.link_delay_ms, self.model.p2p_ms
+        link, p2p = self.model.link_delay_ms, self.model.transfer_ms
         end = t + self.dur[kind][s]
         if kind == 0:
             m = self.nf[s]

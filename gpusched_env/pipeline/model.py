@@ -8,13 +8,17 @@ limit and the per-iteration overhead. Bad input raises ``ValueError`` naming the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from gpusched_env.pipeline.spec import PipelineSpec
 
 COMM_MODES: tuple[str, ...] = ("gpu", "cpu")
-"""``gpu``: GPU-driven (NCCL) sends occupy the sender's stream until delivered.
-``cpu``: CPU-delegated sends go through host memory; only the receiver waits (CALIBRATION.md, Adaptra)."""
+"""``gpu``: GPU-driven (NCCL) sends occupy the sender's stream until delivered; with ``rendezvous``
+a send also waits until the receiver posts its receive (NCCL send/recv).
+``cpu``: CPU-delegated sends go through host memory: the sender pays a device-to-host copy, a host
+delegate sends, the receiver pays a host-to-device copy; the sender's stream never waits for the
+link (CALIBRATION.md, Adaptra)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +34,23 @@ class PipelineModel:
         activation_limit: most micro-batches whose activations a stage holds at once (F started,
             W not finished); >= 1.
         overhead_ms: per-iteration time outside the pipeline (optimizer step, comm start-up), >= 0.
-        p2p_ms: base transfer time of one send on a healthy link, >= 0.
+        p2p_ms: base latency of one send on a healthy link, >= 0.
+        message_bytes: bytes of one activation (forward) or input-gradient (backward) message,
+            hidden x sequence x micro-batch x dtype bytes; >= 0 (0: latency only).
+        link_gb_s: link bandwidth in GB/s (1e9 bytes/s); inf = no bandwidth term.
+        pcie_gb_s: device<->host copy bandwidth of the CPU-delegated path, GB/s; inf = free copies.
+        rendezvous: GPU-driven sends wait for the receiver to post its receive (NCCL send/recv); a
+            stage blocked in a send has already posted the receive of its next operation (Megatron
+            batches a send with the next receive).
+        cpu_channels: host delegates per link direction on the CPU path; micro-batch m goes through
+            delegate m mod K, each delegate sends one message at a time (delay + transfer); 0 = one
+            delegate per message (no queueing).
+        injector_group_ranks: reproduce PipeMorph's delay injector under Megatron's batched p2p
+            (the schedules with ``Schedule.rendezvous``; GPU-driven sends only): it reads the NCCL peer 0 / 1 as previous / next stage,
+            true of the two-rank communicators of single isend/irecv but not of the pipeline
+            group's communicator that batched p2p uses, where stage 2's previous stage has rank 1;
+            so stage 2's gradient sends pay link 2's delay instead of link 1's
+            (PipeMorph@bc31ab09 zerobubble/megatron/core/failslow_injection/failslow_injection.cu).
         split_backward: True when W runs as its own operation (ZeroBubble family); False when the
             backward is one kernel (GPipe, 1F1B): B then takes B + W, W takes 0 and the gradient
             is sent after both.
@@ -44,6 +64,12 @@ class PipelineModel:
     overhead_ms: float = 0.0
     p2p_ms: float = 0.0
     split_backward: bool = True
+    message_bytes: float = 0.0
+    link_gb_s: float = math.inf
+    pcie_gb_s: float = math.inf
+    rendezvous: bool = True
+    cpu_channels: int = 0
+    injector_group_ranks: bool = False
 
     def __post_init__(self) -> None:
         s = self.spec.stages
@@ -67,6 +93,23 @@ class PipelineModel:
             raise ValueError(f"overhead_ms must be >= 0, got {self.overhead_ms}")
         if self.p2p_ms < 0:
             raise ValueError(f"p2p_ms must be >= 0, got {self.p2p_ms}")
+        if not 0 <= self.message_bytes < math.inf:
+            raise ValueError(f"message_bytes must be finite and >= 0, got {self.message_bytes}")
+        for name in ("link_gb_s", "pcie_gb_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be > 0 (GB/s; inf = no bandwidth term), got {getattr(self, name)}")
+        if self.cpu_channels < 0:
+            raise ValueError(f"cpu_channels must be >= 0 (0 = no queueing), got {self.cpu_channels}")
+
+    @property
+    def transfer_ms(self) -> float:
+        """One message's time on a healthy link: latency + bytes / bandwidth (ms)."""
+        return self.p2p_ms + self.message_bytes / (self.link_gb_s * 1e6)
+
+    @property
+    def copy_ms(self) -> float:
+        """One device<->host copy of a message on the CPU path: bytes / PCIe bandwidth (ms)."""
+        return self.message_bytes / (self.pcie_gb_s * 1e6)
 
     @property
     def stages(self) -> int:

@@ -21,6 +21,7 @@ class RunSettings:
     restart_ms: float = 20_000.0
     host_path_delay_ms: float = 10.0
     jitter_cv: float = 0.0
+    replan_ms: float = 0.0  # an adaptive schedule pays this in each iteration that runs a new plan
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ def run_workload(settings: RunSettings, schedule: Schedule, wl: Workload,
     S, M = base.stages, base.microbatches
     host = settings.host_path_delay_ms if schedule.comm == "cpu" else None
     seen = (base.link_delay_ms, base.slowdown)
+    planned = seen
     times, results, restarts = [], [], 0
     for i in range(wl.iterations):
         delay, slow = conditions(wl, i, S, host)
@@ -69,6 +71,9 @@ def run_workload(settings: RunSettings, schedule: Schedule, wl: Workload,
         actual = base.with_conditions(delay, slow)
         r = execute(actual, schedule.orders(belief), jitter_scales(rng, settings.jitter_cv, S, M))
         t = r.iteration_ms
+        if schedule.adaptive and seen != planned:  # a new plan: its planning time is paid once
+            t += settings.replan_ms
+            planned = seen
         if wl.nic_failure is not None and host is None and i == wl.nic_failure.at:
             t += settings.restart_ms
             restarts += 1

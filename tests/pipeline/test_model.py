@@ -40,8 +40,8 @@ def test_closed_form_one_stage_and_14b_healthy():
     assert _run("1f1b", PipelineModel(spec)).makespan_ms == pytest.approx(768.8)
 
 
-def test_gpu_driven_send_blocks_sender_by_delay_per_send():
-    model = PipelineModel(_spec(), link_delay_ms=link_delays(4, {1: 3.0}))
+def test_gpu_driven_send_blocks_sender_by_delay_per_send_without_rendezvous():
+    model = PipelineModel(_spec(), link_delay_ms=link_delays(4, {1: 3.0}), rendezvous=False)
     r = _run("1f1b", model)
     # stage 1 sends 8 forwards over link 1, stage 2 sends 8 gradients back over it: 8 * 3 ms each
     assert r.send_blocked_ms == pytest.approx((0.0, 24.0, 24.0, 0.0))

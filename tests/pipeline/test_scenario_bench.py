@@ -84,3 +84,26 @@ def test_plot_writes_timelines(scn, tmp_path):
     paths = bench.plot(scn, runs, tmp_path)
     assert [p.name for p in paths] == ["timeline_delay-10ms.png", "iteration_time.png"]
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_pipemorph_a10_message_fits_and_bad_link_keys():
+    scn = load_named("pipemorph_a10")
+    assert scn.job.message_bytes == 4096 * 1024 * 1 * 2  # hidden x sequence x micro-batch x fp16
+    model = scn.job.model()
+    assert model.transfer_ms == pytest.approx(8_388_608 / 6.66e6)  # 1.26 ms, the fitted gap
+    assert model.copy_ms == pytest.approx(8_388_608 / 12.34e6)  # 0.68 ms
+    assert scn.workloads[1].link_delays[0].start == 7  # the delay from iteration 8 (1-based)
+    raw = yaml.safe_load((CONF / "pipemorph_a10.yaml").read_text())
+    for key, value in (("link_gb_s", -1.0), ("cpu_channels", -2), ("dtype_bytes", 0)):
+        bad = {**raw, "job": {**raw["job"], key: value}}
+        with pytest.raises((ConfigError, ValueError), match=key):
+            bench.load(bad, "bad")
+
+
+def test_pipemorph_table_fits_healthy_zb_and_is_complete():
+    from gpusched_env.pipeline import pipemorph
+
+    sim = pipemorph.simulate(load_named("pipemorph_a10"))
+    assert sim["zb"][0] == pytest.approx(pipemorph.MEASURED_MS["zb"][0], abs=0.5)  # the one fit
+    rows = pipemorph.table(sim)
+    assert len([r for r in rows if r.startswith("| ") and "ms" not in r and "order" not in r]) == 4 * 7 + 6

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpusched_env.pipeline.model import PipelineModel
 from gpusched_env.pipeline.ops import Orders
@@ -19,15 +19,24 @@ class Schedule:
     orders: Callable[[PipelineModel], Orders]  # per-stage orders from the model it believes in
     adaptive: bool = False  # re-plans when the observed delays / slowdowns change
     split_backward: bool = True  # False: B and W run as one kernel (GPipe, 1F1B)
+    # GPU-driven sends rendezvous with a receive posted when the receiver reaches the operation
+    # (Megatron's blocking send/recv, p2p_communication.py); False: the receives are posted ahead
+    # by the schedule's own RECV nodes (ZeroBubble's isend/irecv, zb_schedules_origin.py), so a
+    # send never waits for the receiver (PipeMorph@bc31ab09, zerobubble/megatron/core/pipeline_parallel/)
+    rendezvous: bool = False
 
     def model_for(self, model: PipelineModel) -> PipelineModel:
-        """``model`` with this schedule's comm mode and backward split."""
-        return model.with_conditions(comm=self.comm, split_backward=self.split_backward)
+        """``model`` with this schedule's comm mode, backward split and receive posting."""
+        m = model.with_conditions(comm=self.comm, split_backward=self.split_backward)
+        if self.rendezvous:
+            return m
+        # no Megatron batched p2p: no rendezvous, and PipeMorph's injector reads the peers right
+        return replace(m, rendezvous=False, injector_group_ranks=False)
 
 
 SCHEDULES: dict[str, Schedule] = {
-    "gpipe": Schedule("gpipe", gpipe.COMM, gpipe.orders, split_backward=False),
-    "1f1b": Schedule("1f1b", one_f_one_b.COMM, one_f_one_b.orders, split_backward=False),
+    "gpipe": Schedule("gpipe", gpipe.COMM, gpipe.orders, split_backward=False, rendezvous=True),
+    "1f1b": Schedule("1f1b", one_f_one_b.COMM, one_f_one_b.orders, split_backward=False, rendezvous=True),
     "zb": Schedule("zb", zb.COMM, zb.orders),
     "zb_cpu": Schedule("zb_cpu", zb_cpu.COMM, zb_cpu.orders),
     "adaptra": Schedule("adaptra", adaptra.COMM, adaptra.orders, adaptive=True),
