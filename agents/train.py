@@ -69,7 +69,7 @@ def scenario_for(cfg: DictConfig, eid: str) -> Scenario | LevelScenario:
     """The scenario trained on, loaded as its ``level`` says (cluster: :func:`scenario_of`; device,
     pipeline: :func:`gpusched_env.levels.load_level_scenario`); a scenario of another level than the env's
     is a one-line ConfigError naming both."""
-    from agents.levels import check_env_level
+    from agents.level_agents import check_env_level
     from gpusched_env.levels import load_level_scenario
 
     raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]

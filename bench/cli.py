@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bench.bare_loop import time_replay
-from bench.levels import (
+from bench.level_runner import (
     BenchInterrupted,
     LevelPlan,
     check_level,
@@ -216,7 +216,7 @@ def check_level_bench(cfg: DictConfig, out: Path, multirun: bool) -> LevelPlan:
 
 def run_level(cfg: DictConfig, raw: dict[str, Any], console: Console, out: Path, multirun: bool,
               plan: LevelPlan | None = None) -> dict[str, Any]:
-    """A device- or pipeline-level scenario (``bench.levels``), after the same input checks."""
+    """A device- or pipeline-level scenario (``bench.level_runner``), after the same input checks."""
     plan = plan or check_level_bench(cfg, out, multirun)
     return run_level_bench(
         raw, plan.policies, plan.seeds, None, int(cfg.workers), out, bool(cfg.plots),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from gpusched_env.device.service import ServiceSpec
 from gpusched_env.pipeline.spec import PipelineSpec
+from gpusched_env.vocabulary import EXCLUSIVE, MPS, MPS_PRIORITY, TIME_SLICING, current_name
 
 PERF_CLASSES: tuple[str, ...] = ("A", "B", "C", "D")
 """PAL's application classes (CALIBRATION.md, PAL). Index = column of the variability matrix."""
@@ -57,7 +58,9 @@ class Job:
         return PERF_CLASSES.index(self.perf_class)
 
 
-SHARING_KINDS: tuple[str, ...] = ("time_slice", "exclusive", "mps", "priority")
+SHARING_KINDS: tuple[str, ...] = (TIME_SLICING, EXCLUSIVE, MPS, MPS_PRIORITY)
+"""The mechanism names of :mod:`gpusched_env.vocabulary`; the first is the default."""
+MPS_KINDS: tuple[str, ...] = (MPS, MPS_PRIORITY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,31 +68,35 @@ class Sharing:
     """How a job shares each of its GPUs.
 
     kind:
-        ``time_slice`` (default): the job takes the whole GPU; tenants that join later time-slice
+        ``time_slicing`` (default): the job takes the whole GPU; tenants that join later time-slice
         with it (Gandiva-style packing).
         ``exclusive``: no other tenant may be placed on its GPUs while it runs.
         ``mps``: an MPS client limited to ``sm_pct`` % of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE).
-        ``priority``: an MPS client with ``sm_pct`` and a client ``priority`` (higher is served
+        ``mps_priority``: an MPS client with ``sm_pct`` and a client ``priority`` (higher is served
         first at block dispatch).
     The MPS percentages on one GPU sum to at most 100, unless every MPS tenant there allows
     ``oversubscribe`` (DARIS-style oversubscription). Only MPS tenants may share a GPU with each
-    other; MPS and time-sliced tenants do not mix on one GPU.
+    other; MPS and time-sliced tenants do not mix on one GPU. The old kinds ``time_slice`` and
+    ``priority`` are accepted with a one-line note naming the new one.
     """
 
-    kind: str = "time_slice"
+    kind: str = TIME_SLICING
     sm_pct: float = 100.0
     priority: int = 0
     oversubscribe: bool = False
-    is_mps: bool = field(init=False, repr=False, compare=False)  # kind is mps or priority (set once: hot path)
+    is_mps: bool = field(init=False, repr=False, compare=False)  # kind is mps or mps_priority (set once: hot path)
 
     def __post_init__(self) -> None:
         if self.kind not in SHARING_KINDS:
-            raise ValueError(f"sharing kind must be one of {', '.join(SHARING_KINDS)}, got {self.kind!r}")
+            kind = current_name(self.kind, "sharing kind")
+            if kind not in SHARING_KINDS:
+                raise ValueError(f"sharing kind must be one of {', '.join(SHARING_KINDS)}, got {self.kind!r}")
+            object.__setattr__(self, "kind", kind)
         if not 0.0 < self.sm_pct <= 100.0:
             raise ValueError(f"sharing sm_pct must be in (0, 100], got {self.sm_pct}")
-        if self.kind not in ("mps", "priority") and (self.sm_pct != 100.0 or self.oversubscribe):
+        if self.kind not in MPS_KINDS and (self.sm_pct != 100.0 or self.oversubscribe):
             raise ValueError(f"sharing {self.kind!r} takes the whole GPU: sm_pct and oversubscribe are MPS-only")
-        object.__setattr__(self, "is_mps", self.kind in ("mps", "priority"))
+        object.__setattr__(self, "is_mps", self.kind in MPS_KINDS)
 
     @property
     def sm_share(self) -> float:
@@ -98,7 +105,7 @@ class Sharing:
 
     @classmethod
     def mps(cls, sm_pct: float, oversubscribe: bool = False) -> Sharing:
-        return cls("mps", sm_pct, 0, oversubscribe)
+        return cls(MPS, sm_pct, 0, oversubscribe)
 
 
 WHOLE_GPU = Sharing()

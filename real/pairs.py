@@ -4,13 +4,14 @@ the sharing mechanisms real GPUs offer; rows in the format of the measured H100 
 Per repeat (``run`` = 1, 2, ...): each HP model alone and each BE model alone (``exclusive``), then
 every (mechanism, HP, BE) cell with both processes at once. The HP standalone run measures the
 service time ``hp_solo_ms`` that sets the request rate (``load / hp_solo_ms``) of that repeat's
-pair cells. Mechanisms (the names of data/calibration/colocation-h100/README.md):
+pair cells. Mechanisms (the names of :mod:`gpusched_env.vocabulary`; the old ``timeslice`` and
+``mps_prio``, which data/calibration/colocation-h100 still uses, are accepted with a one-line note):
 
 | name | GPU | CPU stand-in |
 |---|---|---|
-| timeslice | two CUDA contexts, no MPS (driver time slicing) | both processes on the device's cores |
-| mps | both clients of this cell's own MPS daemon, no limits | as timeslice (a CPU has no MPS) |
-| mps_prio | MPS, CUDA_MPS_CLIENT_PRIORITY 0 for HP, 1 for BE | BE at nice +10 |
+| time_slicing | two CUDA contexts, no MPS (driver time slicing) | both processes on the device's cores |
+| mps | both clients of this cell's own MPS daemon, no limits | as time_slicing (a CPU has no MPS) |
+| mps_priority | MPS, CUDA_MPS_CLIENT_PRIORITY 0 for HP, 1 for BE | BE at nice +10 |
 | mps_beNN | MPS, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=NN for BE | BE gets NN % of the cores as threads |
 
 Every GPU-only command (the MPS daemon's start and stop) and every process start with its exact
@@ -30,11 +31,10 @@ import csv
 import io
 import json
 import os
-import re
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,6 +42,7 @@ import psutil
 
 from gpusched_env.atomic import write_atomic, write_json_atomic
 from gpusched_env.config_util import ConfigError, from_dict
+from gpusched_env.vocabulary import BE_CAPPED, MPS, MPS_PRIORITY, TIME_SLICING, current_names
 from real.commands import CommandRunner
 from real.devices import Devices
 from real.launcher import REPO_ROOT, _kill_tree
@@ -53,12 +54,11 @@ from real.replay import shielded
 PAIR_MODELS: dict[str, str] = {
     "resnet50_inf": "hp", "bert_inf": "hp", "resnet50_train": "be", "gpt2_train": "be",
 }
-MECHANISMS = ("timeslice", "mps", "mps_prio")  # and mps_be1 .. mps_be99
-_CAP = re.compile(r"mps_be([1-9][0-9]?)")
+MECHANISMS = (TIME_SLICING, MPS, MPS_PRIORITY)  # and mps_be1 .. mps_be99 (vocabulary.BE_CAPPED)
 COLUMNS = ("run", "measure_s", "mechanism", "hp_model", "be_model", "hp_load", "hp_solo_ms", "hp_requests",
            "hp_mean_ms", "hp_p50_ms", "hp_p99_ms", "be_iter_per_s", "be_solo_iter_per_s")
 DEVICE_COLUMN = "device"
-CPU_NICE_BE = 10  # mps_prio on the CPU stand-in: BE this much nicer than HP
+CPU_NICE_BE = 10  # choice: mps_priority on the CPU stand-in: BE this much nicer than HP
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class PairsConf:
 
     hp_models: list[str] = field(default_factory=lambda: ["resnet50_inf", "bert_inf"])
     be_models: list[str] = field(default_factory=lambda: ["resnet50_train", "gpt2_train"])
-    mechanisms: list[str] = field(default_factory=lambda: ["timeslice", "mps", "mps_prio", "mps_be50"])
+    mechanisms: list[str] = field(default_factory=lambda: [TIME_SLICING, MPS, MPS_PRIORITY, "mps_be50"])
     load: float = 0.5
     duration_s: float = 8.0
     warmup_s: float = 3.0
@@ -89,7 +89,7 @@ class PairsConf:
                     ok = sorted(k for k, r in PAIR_MODELS.items() if r == role)
                     raise ConfigError(f"pairs.{key}: unknown {role.upper()} model {m!r}; known: {', '.join(ok)}")
         for m in self.mechanisms:
-            if m not in MECHANISMS and not _CAP.fullmatch(m):
+            if m not in MECHANISMS and not BE_CAPPED.fullmatch(m):
                 raise ConfigError(f"pairs.mechanisms: unknown mechanism {m!r}; known: {', '.join(MECHANISMS)}, "
                                   "mps_beNN (BE capped at NN % of the SMs, 1 <= NN <= 99)")
         if not 0.0 < self.load < 1.0:
@@ -109,6 +109,7 @@ class PairsConf:
 
 def load_pairs_conf(data: Any) -> PairsConf:
     conf = from_dict(PairsConf, data, "pairs")
+    conf = replace(conf, mechanisms=current_names(list(conf.mechanisms), "pairs.mechanisms"))
     conf.check()
     return conf
 
@@ -127,7 +128,7 @@ def cell_sides(mechanism: str, hp: str | None, be: str | None, devices: Devices,
     """The processes of one cell and their exact environments (device 0; ``mps``: this cell's daemon,
     required for the mps* mechanisms)."""
     sides = []
-    cap = _CAP.fullmatch(mechanism)
+    cap = BE_CAPPED.fullmatch(mechanism)
     for role, model in (("hp", hp), ("be", be)):
         if model is None:
             continue
@@ -138,7 +139,7 @@ def cell_sides(mechanism: str, hp: str | None, be: str | None, devices: Devices,
         if mechanism.startswith("mps"):
             assert mps is not None
             env.update(mps.base_env)
-            if mechanism == "mps_prio":
+            if mechanism == MPS_PRIORITY:
                 env["CUDA_MPS_CLIENT_PRIORITY"] = "0" if role == "hp" else "1"
                 if devices.kind == "cpu" and role == "be":
                     nice = int(env.get("GPUSCHED_NICE", "0")) + CPU_NICE_BE
@@ -194,9 +195,9 @@ class PairsRunner:
         self.live: list[_Proc] = []
         self.mps: MpsDaemon | None = None
         self.n_cells = 0
-        if (any(m == "mps_prio" for m in conf.mechanisms) and not runner.dry_run
+        if (MPS_PRIORITY in conf.mechanisms and not runner.dry_run
                 and not client_priority_supported(driver_version)):
-            raise ConfigError(f"pairs.mechanisms: mps_prio needs CUDA_MPS_CLIENT_PRIORITY (an R550+ driver); "
+            raise ConfigError(f"pairs.mechanisms: mps_priority needs CUDA_MPS_CLIENT_PRIORITY (an R550+ driver); "
                               f"this driver is {driver_version or 'unknown'}")
 
     # --- one cell -----------------------------------------------------------------------------

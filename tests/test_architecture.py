@@ -102,7 +102,7 @@ def test_lower_levels_never_import_the_cluster_level(level):
 
 def test_contracts_never_import_a_level_implementation():
     """The contract modules may name the lower levels' spec leaves, nothing else below them."""
-    contracts = [PKG / f"{m}.py" for m in ("types", "view", "allocation", "policy", "placement", "levels", "topology")]
+    contracts = [PKG / f"{m}.py" for m in ("types", "view", "allocation", "policy", "placement", "levels", "topology", "vocabulary")]
     leaves = {"gpusched_env.pipeline.spec", "gpusched_env.device.service"}
     bad = [v for v in _violations(contracts, ("gpusched_env.cluster", "gpusched_env.device", "gpusched_env.pipeline",
                                                "gpusched_env.envs"))
@@ -147,7 +147,7 @@ def test_apps_import_only_the_packages_below_them():
 def test_the_order_check_sees_an_import_upwards(tmp_path):
     """agents importing the bench app (the circle the apps once had) is caught, lazily or not."""
     f = tmp_path / "m.py"
-    f.write_text("import numpy\n\ndef f():\n    from bench.levels import level_of\n")
+    f.write_text("import numpy\n\ndef f():\n    from bench.level_runner import level_of\n")
     assert _order_violations({"agents": [f]}) == ["m.py (agents) imports bench"]
     assert _order_violations({"real": [f]}) == ["m.py (real) imports bench"]
     assert _order_violations({"bench": [f], "studies": [f]}) == []

@@ -109,7 +109,7 @@ def test_bench_runs_a_pipeline_scenario(tmp_path):
     import yaml
     from rich.console import Console
 
-    from bench.levels import run_level_bench
+    from bench.level_runner import run_level_bench
     from gpusched_env.scenario import CONF_DIR
 
     raw = yaml.safe_load((CONF_DIR / "scenario" / "adaptra_14b.yaml").read_text())
@@ -124,7 +124,7 @@ def test_bench_runs_a_pipeline_scenario(tmp_path):
 
 
 def test_unknown_level_is_a_named_error():
-    from bench.levels import level_of
+    from bench.level_runner import level_of
     from gpusched_env.config_util import ConfigError
 
     with pytest.raises(ConfigError, match="scenario.level: 'gpu' is not one of cluster, device, pipeline"):

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from rich.console import Console
 
-from bench import levels
-from bench.levels import BenchInterrupted, load_level_scenario, run_level_bench
+from bench import level_runner
+from bench.level_runner import BenchInterrupted, load_level_scenario, run_level_bench
 from bench.report import mark_subsets, paper_table, results_table
 from gpusched_env.scenario import CONF_DIR
 
@@ -41,7 +41,7 @@ def test_progress_bar_and_plot_time_are_printed(tmp_path):
 
 def test_ctrl_c_keeps_finished_runs(tmp_path, monkeypatch):
     """Interrupted after 3 of 8 runs: results.json holds those 3, marked partial."""
-    real = levels._run_one
+    real = level_runner._run_one
     calls = []
 
     def one(*args: Any) -> Any:
@@ -50,7 +50,7 @@ def test_ctrl_c_keeps_finished_runs(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args)
 
-    monkeypatch.setattr(levels, "_run_one", one)
+    monkeypatch.setattr(level_runner, "_run_one", one)
     with pytest.raises(BenchInterrupted) as e:
         run_level_bench(_raw("daris_rt", duration_s=0.05), ["daris", "mps"], [0, 1], [0, 1], 1, tmp_path, True,
                         None, Console(file=io.StringIO()))

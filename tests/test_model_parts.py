@@ -11,7 +11,7 @@ from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.cluster.variability import VariabilityConfig, load_profile, sample_factors, write_profile
 from gpusched_env.config_util import ConfigError
 from gpusched_env.device.analytic import AnalyticDevice, SharingConfig
-from gpusched_env.device.model import Tenant
+from gpusched_env.device.seam import Tenant
 from gpusched_env.fitted import GAVEL_PAIRS, QUANTILE_GRID, VARIABILITY_QUANTILES
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.policy import run_policy

@@ -73,7 +73,7 @@ def test_cluster_takes_colocation_speed_from_the_kernel_device_model():
     from gpusched_env.catalog import MODELS
     from gpusched_env.device.analytic import SharingConfig
     from gpusched_env.device.kernel_device import KernelDevice
-    from gpusched_env.device.model import Tenant
+    from gpusched_env.device.seam import Tenant
     from gpusched_env.types import Sharing
 
     class _Mps:

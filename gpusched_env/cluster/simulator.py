@@ -26,7 +26,7 @@ from gpusched_env.cluster.variability import sample_factors
 from gpusched_env.cluster.watch import Watch
 from gpusched_env.device.analytic import AnalyticDevice
 from gpusched_env.device.kernel_device import KernelDevice
-from gpusched_env.device.model import DeviceModel
+from gpusched_env.device.seam import DeviceModel
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult
 from gpusched_env.run_rules import (

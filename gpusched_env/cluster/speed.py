@@ -26,7 +26,7 @@ import numpy as np
 from gpusched_env.allocation import Allocation, ClusterState
 from gpusched_env.catalog import GPUS, ModelSpec
 from gpusched_env.cluster.model import LocalityConfig
-from gpusched_env.device.model import DeviceModel, DeviceOutcome, Tenant
+from gpusched_env.device.seam import DeviceModel, DeviceOutcome, Tenant
 from gpusched_env.pipeline.coupling import iteration_time_ms
 from gpusched_env.pipeline.spec import PipelineSpec
 from gpusched_env.topology import Topology

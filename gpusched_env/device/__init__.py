@@ -1,5 +1,5 @@
 """Device level: what happens inside one GPU shared by several tenants.
 
-Contract: :class:`gpusched_env.device.model.DeviceModel` returns an outcome for every tenant of a
+Contract: :class:`gpusched_env.device.seam.DeviceModel` returns an outcome for every tenant of a
 GPU at once. This package never imports :mod:`gpusched_env.cluster`, policies or agents.
 """

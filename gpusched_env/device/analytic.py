@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from gpusched_env.catalog import EACO_COLO_SLOWDOWN
-from gpusched_env.device.model import DeviceOutcome, Tenant, TenantOutcome
+from gpusched_env.device.seam import DeviceOutcome, Tenant, TenantOutcome
 from gpusched_env.fitted import GAVEL_PAIRS
 
 
@@ -44,7 +44,7 @@ class SharingConfig:
 
 
 class AnalyticDevice:
-    """:class:`~gpusched_env.device.model.DeviceModel` from the formulas above (cached per GPU type
+    """:class:`~gpusched_env.device.seam.DeviceModel` from the formulas above (cached per GPU type
     and tenant set)."""
 
     def __init__(self, cfg: SharingConfig | None = None) -> None:

@@ -26,8 +26,13 @@ from gpusched_env.device.profiles import PROFILES
 from gpusched_env.device.service import ServiceSpec
 from gpusched_env.levels import LevelRun
 from gpusched_env.paper import PaperClaim
+from gpusched_env.vocabulary import MPS, current_name, current_names
 
-PAIR_POLICIES: tuple[str, ...] = (*MECHANISMS, "mps_be50")
+MECHANISM_POLICIES: tuple[str, ...] = tuple(MECHANISMS)
+"""Pair policies that are one mechanism as it is (the choices of ``gpusched/GPUShare-v0``'s ``mechanism``)."""
+BE_CAPPED_POLICIES: tuple[str, ...] = ("mps_be50",)
+"""Pair policies that are ``mps`` with the BE client capped at the scenario's ``be_sm_pct``."""
+PAIR_POLICIES: tuple[str, ...] = (*MECHANISM_POLICIES, *BE_CAPPED_POLICIES)
 POLICIES: tuple[str, ...] = (*PAIR_POLICIES, *(p for p in STAGE_POLICIES if p not in PAIR_POLICIES))
 
 
@@ -91,6 +96,11 @@ def load(raw: dict[str, Any], name: str) -> DeviceScenario | DarisScenario:
     """The typed scenario from its YAML mapping (ConfigError names a bad or unknown key)."""
     data = dict(raw)
     data.setdefault("name", name)
+    for key in ("default_policies", "mechanisms"):  # old mechanism names: a one-line note, then the new name
+        if isinstance(data.get(key), list):
+            data[key] = current_names([str(p) for p in data[key]], f"scenario {name}: {key}")
+        elif isinstance(data.get(key), dict):
+            data[key] = {current_name(str(k), f"scenario {name}: {key}"): v for k, v in data[key].items()}
     if "tasksets" in data:
         return from_dict(DarisScenario, data, f"scenario {name}")
     return from_dict(DeviceScenario, data, f"scenario {name}")
@@ -105,7 +115,7 @@ def run(scn: DeviceScenario | DarisScenario, policy: str, seed: int, workload: i
     if policy not in PAIR_POLICIES:
         raise ConfigError(f"policy must be one of {list(PAIR_POLICIES)}, got {policy!r}")
     setup = scn.setup(workload)
-    mech, cap = ("mps", scn.be_sm_pct / 100.0) if policy == "mps_be50" else (policy, 1.0)
+    mech, cap = (MPS, scn.be_sm_pct / 100.0) if policy in BE_CAPPED_POLICIES else (policy, 1.0)
     metrics, series = run_pair(setup, mech, seed, scn.mechanisms.get(policy), be_cap=cap)
     if scn.compare_measured:
         metrics.update(comparison(policy, setup.hp_model, setup.be_model, metrics))

@@ -1,9 +1,9 @@
-"""The kernel-level model behind the cluster level's :class:`~gpusched_env.device.model.DeviceModel` seam.
+"""The kernel-level model behind the cluster level's :class:`~gpusched_env.device.seam.DeviceModel` seam.
 
 Every tenant is a closed-loop training job (one iteration = its kernel sequence). Its slowdown is its
 iteration rate alone ÷ its rate beside the others, under the sharing its ``Sharing`` names:
-``time_slice`` / ``exclusive`` → time_slicing; ``mps`` → MPS with its ``sm_pct`` cap; ``priority`` →
-MPS with client priority (and its cap). Outcomes are cached per (GPU type, tenant set).
+``time_slicing`` / ``exclusive`` → time_slicing; ``mps`` → MPS with its ``sm_pct`` cap;
+``mps_priority`` → MPS with client priority (and its cap). Outcomes are cached per (GPU type, tenant set).
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from gpusched_env.device.engine import simulate
 from gpusched_env.device.gpus import DEVICE_GPUS, device_gpu
 from gpusched_env.device.mechanism import ClientSpec
 from gpusched_env.device.mechanisms import make_mechanism
-from gpusched_env.device.model import DeviceOutcome, Tenant, TenantOutcome
 from gpusched_env.device.pairs import sequence
+from gpusched_env.device.seam import DeviceOutcome, Tenant, TenantOutcome
+from gpusched_env.vocabulary import MPS, MPS_PRIORITY, TIME_SLICING
 
 # catalogue model -> device profile. choice: models without a kernel profile take the nearest
 # (CNNs -> resnet50_train, sequence models -> bert_train).
@@ -51,7 +52,7 @@ class KernelDevice:
         if len(specs) == 1 and not tenants[0].sharing.is_mps:
             return DeviceOutcome((TenantOutcome(1.0),), alone[0].busy_s / horizon)
         kinds = {t.sharing.kind for t in tenants}
-        mech = "mps_priority" if "priority" in kinds else "mps" if kinds <= {"mps"} else "time_slicing"
+        mech = MPS_PRIORITY if MPS_PRIORITY in kinds else MPS if kinds <= {MPS} else TIME_SLICING
         shared = simulate(gpu, specs, make_mechanism(mech), horizon)
         out = tuple(TenantOutcome(_slowdown(a.clients[0].kernels, c.kernels))
                     for a, c in zip(alone, shared.clients, strict=True))

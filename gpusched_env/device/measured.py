@@ -1,34 +1,37 @@
 """The measured H100 pairs (data/calibration/colocation-h100): BE throughput and HP p99 per cell.
 
-Read from the data folder when it is there; otherwise the summary embedded below (derived from the
-same CSV; tests/device/test_measured.py checks they agree) keeps a fresh clone working.
+The CSV names two mechanisms its own way (``timeslice``, ``mps_prio``); :func:`policy_name`
+translates them as the file is read. Read from the data folder when it is there; otherwise the
+summary embedded below (derived from the same CSV; tests/device/test_measured.py checks they agree)
+keeps a fresh clone working.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
-import re
 from dataclasses import dataclass
 
 from gpusched_env.data import DataMissing, data_path
+from gpusched_env.vocabulary import BE_CAPPED, MPS_PRIORITY, SHARING_MECHANISMS, TIME_SLICING
 
 CSV = "calibration/colocation-h100/h100_hp_be_pairs.csv"
-# the CSV's mechanism names -> this project's policy names
-MECHANISM_NAMES = {"exclusive": "exclusive", "timeslice": "time_slicing", "mps": "mps", "mps_prio": "mps_priority"}
-# MPS with the BE client capped at NN % of the threads, 1 <= NN <= 99 (the names gpusched-real pairs
-# writes, real/PAIRS.md); the policy keeps the name (mps_be50 is the colocation-h100 cell)
-CAP_MECHANISM = re.compile(r"mps_be([1-9][0-9]?)")
+CSV_MECHANISM_NAMES = {"timeslice": TIME_SLICING, "mps_prio": MPS_PRIORITY}
+"""The colocation-h100 CSV's own names (and those of ``gpusched-real pairs`` files written before the
+one vocabulary) -> this project's names; translated here, where every pairs CSV is read."""
 
 
 def policy_name(mechanism: str, where: str = CSV) -> str:
-    """This project's policy name for a mechanism name of a pairs CSV (``where`` names the file in errors)."""
-    if mechanism in MECHANISM_NAMES:
-        return MECHANISM_NAMES[mechanism]
-    if CAP_MECHANISM.fullmatch(mechanism):
+    """This project's policy name for a mechanism name of a pairs CSV (``where`` names the file in errors):
+    a current name or ``mps_beNN`` (MPS with the BE client capped at NN % of the threads, 1 <= NN <= 99;
+    ``mps_be50`` is the colocation-h100 cell) stays as it is, a name of :data:`CSV_MECHANISM_NAMES` is
+    translated."""
+    if mechanism in SHARING_MECHANISMS or BE_CAPPED.fullmatch(mechanism):
         return mechanism
+    if mechanism in CSV_MECHANISM_NAMES:
+        return CSV_MECHANISM_NAMES[mechanism]
     raise ValueError(f"{where}: column mechanism: unknown mechanism {mechanism!r}; expected one of "
-                     f"{', '.join(MECHANISM_NAMES)} or mps_beNN (1 <= NN <= 99)")
+                     f"{', '.join((*SHARING_MECHANISMS, *CSV_MECHANISM_NAMES))} or mps_beNN (1 <= NN <= 99)")
 
 
 @dataclass(frozen=True, slots=True)

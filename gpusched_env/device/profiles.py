@@ -101,9 +101,9 @@ T_FULL_S = 120e-6
 FIT_GPU = "RTX2080Ti"
 SM_EXP = 1.0
 # A kernel's thread blocks last min(duration, BLOCK_CAP_S) (a one-wave kernel: its duration). Fitted
-# (grid 25/35/40/45/50/70 µs) on run 1 of data/calibration/colocation-h100, mps_prio cells only, HP
-# mean latency ratio (shared ÷ alone), seed 0, 10 s: mean |log error| 0.415 at 40 µs; run 2 and the
-# other mechanisms are held out (docs/REPRODUCTIONS.md). Before: 100 µs (choice).
+# (grid 25/35/40/45/50/70 µs) on run 1 of data/calibration/colocation-h100, mps_priority cells only
+# (the CSV's mps_prio), HP mean latency ratio (shared ÷ alone), seed 0, 10 s: mean |log error| 0.415
+# at 40 µs; run 2 and the other mechanisms are held out (docs/REPRODUCTIONS.md). Before: 100 µs (choice).
 BLOCK_CAP_S = 40e-6
 
 

@@ -16,6 +16,7 @@ from gpusched_env.device.bench import DeviceScenario
 from gpusched_env.device.daris.scenario import DarisScenario
 from gpusched_env.device.decisions import DarisDriver, PairDriver, first_choice
 from gpusched_env.scenario import CONF_DIR
+from gpusched_env.vocabulary import current_name
 
 __all__ = ["GPUShareEnv", "first_choice"]
 
@@ -113,8 +114,9 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
         self.max_steps, self._steps = max_steps, 0
-        if mechanism not in device_bench.PAIR_POLICIES or mechanism == "mps_be50":
-            raise ValueError(f"mechanism must be one of {list(device_bench.PAIR_POLICIES[:-1])}, got {mechanism!r}")
+        mechanism = current_name(mechanism, "mechanism")
+        if mechanism not in device_bench.MECHANISM_POLICIES:
+            raise ValueError(f"mechanism must be one of {list(device_bench.MECHANISM_POLICIES)}, got {mechanism!r}")
         self.scn, self.workload, self.mechanism, self.be_weight = scn, workload, mechanism, float(be_weight)
         self.slo_factor, self.invalid_penalty = slo_factor, float(invalid_penalty)
         driver = DarisDriver if isinstance(scn, DarisScenario) else PairDriver

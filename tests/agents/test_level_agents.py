@@ -15,8 +15,8 @@ from rich.console import Console
 
 import gpusched_env  # noqa: F401  (registers the envs)
 from agents.adapter import write_meta
-from agents.levels import LevelAgent, load_level_agent, masked_mode, run_level_agent
-from bench.levels import load_level_scenario, run_level_bench
+from agents.level_agents import LevelAgent, load_level_agent, masked_mode, run_level_agent
+from bench.level_runner import load_level_scenario, run_level_bench
 from gpusched_env.config_util import ConfigError
 from gpusched_env.envs.gpushare import GPUShareEnv
 from gpusched_env.envs.pipeline import PipelineEnv

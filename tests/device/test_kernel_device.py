@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpusched_env.device.kernel_device import KernelDevice
-from gpusched_env.device.model import Tenant
+from gpusched_env.device.seam import Tenant
 from gpusched_env.types import Sharing
 
 
@@ -22,6 +22,6 @@ def test_mps_three_jobs_and_priority() -> None:
     kd = KernelDevice()
     three = kd.share("H100", [Tenant(m, 0.9, Sharing.mps(100.0, oversubscribe=True)) for m in ("resnet50", "bert", "gpt2")])
     assert [round(t.slowdown, 2) for t in three.tenants] == pytest.approx([3.13, 2.94, 2.46], abs=0.05)
-    hi, lo = kd.share("H100", [Tenant("bert", 0.99, Sharing("priority", 100.0, 1)),
-                               Tenant("bert", 0.99, Sharing("priority", 100.0, 0))]).tenants
+    hi, lo = kd.share("H100", [Tenant("bert", 0.99, Sharing("mps_priority", 100.0, 1)),
+                               Tenant("bert", 0.99, Sharing("mps_priority", 100.0, 0))]).tenants
     assert hi.slowdown < lo.slowdown

@@ -46,8 +46,12 @@ def test_an_unknown_mechanism_is_a_one_line_error_naming_file_and_column(tmp_pat
 
 
 def test_policy_names() -> None:
+    """The colocation-h100 CSV's own names are translated; current names (gpusched-real pairs) pass as they are."""
     assert [policy_name(m) for m in ("exclusive", "timeslice", "mps", "mps_prio", "mps_be50", "mps_be1", "mps_be99")] == [
         "exclusive", "time_slicing", "mps", "mps_priority", "mps_be50", "mps_be1", "mps_be99"]
+    assert [policy_name(m) for m in ("time_slicing", "mps_priority")] == ["time_slicing", "mps_priority"]
+    with pytest.raises(ValueError, match="unknown mechanism 'time_slice'"):
+        policy_name("time_slice")  # an old Sharing kind, never a CSV name
 
 
 def test_embedded_summary_agrees_with_the_data_file() -> None:

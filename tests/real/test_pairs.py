@@ -48,7 +48,7 @@ def test_recorded_commands_and_env_per_mechanism(run_dir: Path) -> None:
     runner = FakeWorkers(run_dir / "commands.jsonl")
     devices = NvidiaDevices(runner, count=1)
     conf = PairsConf(hp_models=["resnet50_inf"], be_models=["gpt2_train"],
-                     mechanisms=["timeslice", "mps", "mps_prio", "mps_be50"], duration_s=0.1, warmup_s=0.1, calib_s=0.1)
+                     mechanisms=["time_slicing", "mps", "mps_priority", "mps_be50"], duration_s=0.1, warmup_s=0.1, calib_s=0.1)
     rows = run_pairs(conf, devices, runner, run_dir, log=_quiet)
     assert not descendants()
     py, pypath = sys.executable, os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
@@ -56,8 +56,8 @@ def test_recorded_commands_and_env_per_mechanism(run_dir: Path) -> None:
            "PYTHONPATH": pypath, "PYTHONUNBUFFERED": "1"}
     cells = sorted((run_dir / "cells").iterdir())
     assert [c.name for c in cells] == ["001-r1-exclusive-resnet50_inf-none", "002-r1-exclusive-none-gpt2_train",
-                                       "003-r1-timeslice-resnet50_inf-gpt2_train", "004-r1-mps-resnet50_inf-gpt2_train",
-                                       "005-r1-mps_prio-resnet50_inf-gpt2_train", "006-r1-mps_be50-resnet50_inf-gpt2_train"]
+                                       "003-r1-time_slicing-resnet50_inf-gpt2_train", "004-r1-mps-resnet50_inf-gpt2_train",
+                                       "005-r1-mps_priority-resnet50_inf-gpt2_train", "006-r1-mps_be50-resnet50_inf-gpt2_train"]
 
     def spawn(cell: Path, role: str, **extra: str) -> tuple:
         return ("spawn", (py, "-m", "real.pairs_worker", str(cell / f"{role}.spec.json")), {**gpu, **extra}, None)
@@ -73,7 +73,7 @@ def test_recorded_commands_and_env_per_mechanism(run_dir: Path) -> None:
     expected = [
         spawn(c1, "hp"),                                   # exclusive: alone, no MPS
         spawn(c2, "be"),
-        spawn(ts, "hp"), spawn(ts, "be"),                  # timeslice: two contexts, no MPS daemon
+        spawn(ts, "hp"), spawn(ts, "be"),                  # time_slicing: two contexts, no MPS daemon
         daemon(m)[0], spawn(m, "hp", **mps(m)), spawn(m, "be", **mps(m)), daemon(m)[1],
         daemon(mp)[0], spawn(mp, "hp", **mps(mp), CUDA_MPS_CLIENT_PRIORITY="0"),
         spawn(mp, "be", **mps(mp), CUDA_MPS_CLIENT_PRIORITY="1"), daemon(mp)[1],
@@ -89,7 +89,7 @@ def test_recorded_commands_and_env_per_mechanism(run_dir: Path) -> None:
     assert by[("exclusive", "resnet50_inf", "")]["hp_solo_ms"] == "2"
     assert by[("mps", "resnet50_inf", "gpt2_train")]["be_iter_per_s"] == "15"
     assert by[("mps", "resnet50_inf", "gpt2_train")]["be_solo_iter_per_s"] == "20"
-    assert by[("timeslice", "resnet50_inf", "gpt2_train")]["hp_p99_ms"] == "9.25"
+    assert by[("time_slicing", "resnet50_inf", "gpt2_train")]["hp_p99_ms"] == "9.25"
     assert all(r["device"] == "gpu0" for r in rows)
 
 
@@ -99,7 +99,7 @@ def test_cpu_mechanisms_map_to_threads_and_nice(run_dir: Path) -> None:
 
     dev = CpuDevices([usable_cores()[:1]], nice=0)
     mps = MpsDaemon(DryRunRunner(), run_dir)
-    hp, be = cell_sides("mps_prio", "bert_inf", "gpt2_train", dev, mps)
+    hp, be = cell_sides("mps_priority", "bert_inf", "gpt2_train", dev, mps)
     assert be.env["GPUSCHED_NICE"] == "10" and "GPUSCHED_NICE" not in hp.env
     assert be.env["CUDA_MPS_CLIENT_PRIORITY"] == "1" and hp.env["CUDA_MPS_CLIENT_PRIORITY"] == "0"
     assert be.env["OMP_WAIT_POLICY"] == "PASSIVE"
@@ -135,6 +135,17 @@ def test_validation(key: str, value: object, msg: str) -> None:
     with pytest.raises(ConfigError) as e:
         load_pairs_conf({key: value})
     assert msg in str(e.value) and "\n" not in str(e.value)
+
+
+def test_old_mechanism_names_are_read_with_a_one_line_note(capsys: pytest.CaptureFixture[str]) -> None:
+    from gpusched_env import vocabulary
+
+    vocabulary._told.clear()  # each old name is noted once per place and process
+    conf = load_pairs_conf({"mechanisms": ["timeslice", "mps", "mps_prio", "mps_be50"]})
+    assert conf.mechanisms == ["time_slicing", "mps", "mps_priority", "mps_be50"]
+    assert capsys.readouterr().err.splitlines() == [
+        "pairs.mechanisms: 'timeslice' is an old name; use 'time_slicing'",
+        "pairs.mechanisms: 'mps_prio' is an old name; use 'mps_priority'"]
 
 
 def test_defaults_plan_the_h100_cells() -> None:

@@ -18,7 +18,10 @@ from gpusched_env.device.daris.models import MAX_BATCH
 from gpusched_env.device.daris.sim import Job, Partition, StageSim, Work
 
 
-class Mps:
+class PlainMps:
+    """Policy ``mps``: plain MPS on the stage model (not the kernel-level mechanism
+    :class:`gpusched_env.device.mechanisms.mps.Mps`)."""
+
     name = "mps"
 
     def reset(self, sim: StageSim) -> list[Partition]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from gpusched_env.device.daris.baselines import Batching, GSlice, Mps
+from gpusched_env.device.daris.baselines import Batching, GSlice, PlainMps
 from gpusched_env.device.daris.models import MODELS, DnnModel
 from gpusched_env.device.daris.scheduler import Daris, DarisConfig
 from gpusched_env.device.daris.sim import StageScheduler, StageSim
@@ -65,7 +65,7 @@ class DarisScenario:
 def make_scheduler(policy: str, scn: DarisScenario) -> StageScheduler:
     if policy == "daris":
         return Daris(scn.daris)
-    table: dict[str, Any] = {"batching": Batching, "gslice": GSlice, "mps": Mps}
+    table: dict[str, Any] = {"batching": Batching, "gslice": GSlice, "mps": PlainMps}
     if policy not in table:
         raise ValueError(f"policy must be one of {list(STAGE_POLICIES)}, got {policy!r}")
     return table[policy]()

@@ -1,6 +1,6 @@
-"""Speed benchmark of the device level (a script, not a timed test).
+"""Stopwatch of the device level: its speed benchmark and held-out tables (a script, not a timed test).
 
-    python -m gpusched_env.device.speed            # one pair, 60 s simulated, then tally_pairs (seed 0) on 2 workers
+    python -m gpusched_env.device.stopwatch           # one pair, 60 s simulated, then tally_pairs (seed 0) on 2 workers
 Prints medians of repeated runs and the paper-vs-sim rows of tally_pairs.
 """
 

@@ -3,7 +3,7 @@
 :class:`~gpusched_env.levels.LevelBench`, and the results are written and printed exactly as for a
 cluster scenario (results.json, results.csv, tables, *paper vs sim*, the level's plots). The policy
 ``agent`` (with ``agent_path=FILE``) is a model trained by ``gpusched-train`` on this level's env and
-scenario, run through the env on the same runs (:mod:`agents.levels`)."""
+scenario, run through the env on the same runs (:mod:`agents.level_agents`)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from gpusched_env.levels import (
     level_of,
     load_level_scenario,
 )
+from gpusched_env.vocabulary import current_names
 
 LEVEL_TABLE_COLUMNS = 7  # default printed columns (results.json and .csv have every metric)
 HEADLINE = ("hp_p99_ratio", "hp_p99_ms", "be_norm_throughput", "be_norm_throughput_measured", "be_norm_error",
@@ -56,7 +57,7 @@ class BenchInterrupted(Exception):
 def _run_one(level: str, scn: LevelScenario, task: Task, agent_path: str | None = None) -> Done:
     t0 = time.perf_counter()
     if task.policy == AGENT:
-        from agents.levels import cached_level_agent, run_level_agent
+        from agents.level_agents import cached_level_agent, run_level_agent
 
         assert agent_path is not None  # checked by check_level
         run = run_level_agent(cached_level_agent(agent_path, level, scn), scn, task.seed, task.workload)
@@ -69,7 +70,7 @@ def check_agent(level: str, scn: LevelScenario, agent_path: str | None) -> None:
     """Policy ``agent`` needs ``agent_path``, a model of this level's env and this scenario (ConfigError)."""
     if not agent_path:
         raise ConfigError("policies: policy 'agent' needs agent_path=FILE (a model.zip from gpusched-train)")
-    from agents.levels import cached_level_agent
+    from agents.level_agents import cached_level_agent
 
     cached_level_agent(agent_path, level, scn)
 
@@ -102,7 +103,7 @@ def check_level(raw: dict[str, Any], policies: list[str] | None, seeds: list[int
     level's own ``check`` of the chosen policies on the scenario where it has one."""
     level = level_of(raw)
     lb, scn = load_level_scenario(raw)
-    policies = policies or list(scn.default_policies) or list(lb.POLICIES)
+    policies = current_names(policies, "policies") if policies else list(scn.default_policies) or list(lb.POLICIES)
     unknown = [p for p in policies if p not in lb.POLICIES and p != AGENT]
     if unknown:
         raise ConfigError(f"policies: {unknown} are not {level}-level policies; allowed: "
