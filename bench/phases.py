@@ -74,10 +74,9 @@ def run_timed(backend: Backend, policy: Policy) -> PhaseTimes:
 
 def _scenario_cfg(name: str, overrides: list[str]) -> dict[str, Any]:
     """``conf/scenario/NAME.yaml`` with dotted ``key=value`` overrides (YAML values) applied."""
-    from gpusched_env.config_util import CONF_DIR
+    from gpusched_env.scenario_file import read_scenario_file
 
-    cfg: dict[str, Any] = yaml.safe_load((CONF_DIR / "scenario" / f"{name}.yaml").read_text()) or {}
-    cfg.setdefault("name", name)
+    cfg = read_scenario_file(name)
     for kv in overrides:
         key, _, value = kv.partition("=")
         *path, last = key.split(".")

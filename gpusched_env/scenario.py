@@ -20,6 +20,7 @@ from gpusched_env.cluster.model import SimModel
 from gpusched_env.config_util import CONF_DIR, ConfigError, from_dict, override
 from gpusched_env.data import data_path
 from gpusched_env.paper import PaperClaim
+from gpusched_env.scenario_file import read_scenario_file
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
 
@@ -144,12 +145,7 @@ dataclasses hold the same defaults."""
 def load_scenario(name_or_cfg: str | dict[str, Any], overrides: dict[str, Any] | None = None) -> Scenario:
     """A scenario by name (``conf/scenario/NAME.yaml``) or from an already-resolved mapping."""
     if isinstance(name_or_cfg, str):
-        path = CONF_DIR / "scenario" / f"{name_or_cfg}.yaml"
-        if not path.exists():
-            known = sorted(p.stem for p in (CONF_DIR / "scenario").glob("*.yaml"))
-            raise ConfigError(f"scenario {name_or_cfg!r}: no file {path}; known scenarios: {known}")
-        cfg = yaml.safe_load(path.read_text()) or {}
-        cfg.setdefault("name", name_or_cfg)
+        cfg = read_scenario_file(name_or_cfg)
     else:
         cfg = dict(name_or_cfg)
     if "defaults" in cfg:

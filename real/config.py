@@ -67,23 +67,12 @@ class _Sizes:
 def load_workload(scenario: str, sizes: dict[str, ModelSize], seed: int) -> tuple[RealWorkload, Any]:
     """A project scenario (name, or path to a YAML file) as a :class:`RealWorkload` (its first
     workload), and the Scenario itself."""
-    import yaml
+    from gpusched_env.scenario import build_workloads, load_scenario
+    from gpusched_env.scenario_file import read_scenario_file
 
-    from gpusched_env.scenario import CONF_DIR, build_workloads, load_scenario
-
-    if scenario.endswith((".yaml", ".yml")):
-        path = Path(scenario)
-        if not path.exists():
-            raise ConfigError(f"scenario: no file {path}")
-        data = yaml.safe_load(path.read_text()) or {}
-        data.setdefault("name", path.stem)
-        check_level(data, str(path))
-        scn = load_scenario(data)
-    else:
-        named = CONF_DIR / "scenario" / f"{scenario}.yaml"
-        if named.is_file():
-            check_level(yaml.safe_load(named.read_text()) or {}, scenario)
-        scn = load_scenario(scenario)
+    data = read_scenario_file(scenario)
+    check_level(data, scenario)
+    scn = load_scenario(data)
     topo = scn.cluster.topology()
     name, jobs = build_workloads(scn, seed, topo)[0]
     wl = RealWorkload(scn.name, topo, jobs, sizes, scn.cluster.max_jobs_per_gpu)

@@ -12,15 +12,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 import numpy as np
-import yaml
 
-from gpusched_env.config_util import CONF_DIR
 from gpusched_env.device import bench
+from gpusched_env.scenario_file import read_scenario_file
 
 
 def _scenario(name: str) -> bench.DeviceScenario:
-    raw = yaml.safe_load((CONF_DIR / "scenario" / f"{name}.yaml").read_text())
-    return bench.load(raw, name)  # type: ignore[return-value]
+    return bench.load(read_scenario_file(name, level="device"), name)  # type: ignore[return-value]
 
 
 def one_pair(repeats: int = 3) -> float:
@@ -135,8 +133,7 @@ def daris_configs(seed: int = 0) -> list[str]:
     from gpusched_env.device.daris.scenario import DarisScenario, run_taskset
     from gpusched_env.device.daris.scheduler import DarisConfig
 
-    raw = yaml.safe_load((CONF_DIR / "scenario" / "daris_rt.yaml").read_text())
-    scn = bench.load(raw, "daris_rt")
+    scn = bench.load(read_scenario_file("daris_rt", level="device"), "daris_rt")
     assert isinstance(scn, DarisScenario)
     out = ["| taskset | contexts/streams/OS | sim jobs/s | DARIS summaries | error | within 25 % |", "|---|---|---|---|---|---|"]
     for w, ts in enumerate(scn.tasksets):

@@ -8,14 +8,13 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import yaml
 from gymnasium import spaces
 
 from gpusched_env.device import bench as device_bench
 from gpusched_env.device.bench import DeviceScenario
 from gpusched_env.device.daris.scenario import DarisScenario
 from gpusched_env.device.decisions import DarisDriver, PairDriver, first_choice
-from gpusched_env.scenario import CONF_DIR
+from gpusched_env.scenario_file import read_scenario_file
 from gpusched_env.vocabulary import current_name
 
 __all__ = ["GPUShareEnv", "first_choice"]
@@ -180,10 +179,5 @@ class GPUShareEnv(gym.Env[np.ndarray, np.int64]):
 
 
 def _load(name: str) -> DeviceScenario | DarisScenario:
-    path = CONF_DIR / "scenario" / f"{name}.yaml"
-    if not path.exists():
-        raise ValueError(f"scenario must be a device-level scenario file in {path.parent}, got {name!r}")
-    raw = yaml.safe_load(path.read_text()) or {}
-    if raw.get("level") != "device":
-        raise ValueError(f"scenario {name!r} must have level: device, got {raw.get('level', 'cluster')!r}")
+    raw = read_scenario_file(name, level="device")
     return device_bench.load({k: v for k, v in raw.items() if k != "level"}, name)

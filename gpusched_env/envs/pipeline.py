@@ -6,7 +6,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import yaml
 from gymnasium import spaces
 
 from gpusched_env.pipeline import greedy
@@ -17,7 +16,7 @@ from gpusched_env.pipeline.dynamics import Workload, conditions, random_trace
 from gpusched_env.pipeline.execute import IterationResult, execute
 from gpusched_env.pipeline.run import RunSummary, jitter_scales
 from gpusched_env.pipeline.warmup import adaptra_warmup, zb_warmup
-from gpusched_env.scenario import CONF_DIR
+from gpusched_env.scenario_file import read_scenario_file
 
 DELAY_SCALE_MS = 100.0  # choice: observation scale of link delays (the paper's delays are 10-60 ms)
 
@@ -180,8 +179,5 @@ class PipelineEnv(gym.Env[np.ndarray, np.ndarray]):
 
 
 def _load(name: str) -> PipelineScenario:
-    """``conf/scenario/NAME.yaml`` as a pipeline scenario."""
-    path = CONF_DIR / "scenario" / f"{name}.yaml"
-    if not path.exists():
-        raise ValueError(f"scenario {name!r}: no file {path}")
-    return load_pipeline(yaml.safe_load(path.read_text()) or {}, name)
+    """``conf/scenario/NAME.yaml`` (or a path) as a pipeline scenario."""
+    return load_pipeline(read_scenario_file(name, level="pipeline"), name)

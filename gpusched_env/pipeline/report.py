@@ -8,7 +8,6 @@ import argparse
 import time
 
 import numpy as np
-import yaml
 
 from gpusched_env.config_util import CONF_DIR
 from gpusched_env.paper import claim_from_ratios
@@ -16,13 +15,14 @@ from gpusched_env.pipeline import bench
 from gpusched_env.pipeline.config import PipelineScenario
 from gpusched_env.pipeline.execute import execute
 from gpusched_env.pipeline.schedules import SCHEDULES
+from gpusched_env.scenario_file import read_scenario_file
 
 CONF = CONF_DIR / "scenario"
 
 
 def load_named(name: str) -> PipelineScenario:
     """``conf/scenario/NAME.yaml`` as a pipeline scenario."""
-    return bench.load(yaml.safe_load((CONF / f"{name}.yaml").read_text()), name)
+    return bench.load(read_scenario_file(name, level="pipeline"), name)
 
 
 def per_case(scn: PipelineScenario, seeds: list[int]) -> dict[str, dict[str, dict[str, float]]]:
