@@ -307,7 +307,7 @@ def run_bench(
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
-        job = bar.add_task("simulating", total=len(tasks))
+        job = bar.add_task("simulating" if backend.name == "sim" else "running", total=len(tasks))
         rows: dict[Task, Any] = {}  # a bar per running run: its tracked jobs finished, simulated time
         finished: set[Task] = set()
 
@@ -377,6 +377,8 @@ def run_bench(
 def run_perf(cfg: DictConfig, console: Console) -> dict[str, Any]:
     """Replay speed: load + simulate the scenario with each policy ``perf_repeats`` times, one core."""
     check_keys(cfg)
+    if check_backend(cfg.get("backend", "sim")) != "sim":
+        raise ConfigError(f"backend: perf=true times the simulator (backend=sim), got backend={cfg.backend}")
     _pos_int(cfg, "perf_repeats")
     scn = scenario_from_cfg(cfg)
     policies = [str(p) for p in cfg.policies] if cfg.policies else ["fifo"]

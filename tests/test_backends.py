@@ -62,6 +62,9 @@ def test_bench_cli_unknown_backend(tmp_path: Path, capsys: pytest.CaptureFixture
     code, err = run_bench(["scenario=tally_pairs", "backend=real", f"out_dir={out}"], capsys, monkeypatch)
     assert code == 2 and err == ("gpusched-bench: error: backend: real runs cluster-level scenarios; tally_pairs is a "
                                  "device-level scenario (backend=sim runs every level)\n")
+    code, err = run_bench(["perf=true", "backend=real", f"out_dir={out}"], capsys, monkeypatch)
+    assert code == 2 and err == ("gpusched-bench: error: backend: perf=true times the simulator (backend=sim), "
+                                 "got backend=real\n")
 
 
 def test_backend_real_refuses_a_model_without_stand_in(tmp_path: Path, capsys: pytest.CaptureFixture[str],
