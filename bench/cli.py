@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import resource
 import statistics
@@ -43,16 +44,19 @@ from bench.report import (
     write_json_atomic,
 )
 from bench.runner import (
+    BackendSpec,
     Interrupted,
     Task,
     TaskResult,
     aggregate,
+    backend_of,
     make_policy,
     paper_values,
     run_tasks,
-    simulate,
     tasks_for,
 )
+from gpusched_env.backends import check_backend
+from gpusched_env.cluster.build import simulate
 from gpusched_env.cluster.watch import RunLimits, RunProgress
 from gpusched_env.config_util import ConfigError
 from gpusched_env.data import DataMissing
@@ -177,12 +181,26 @@ def check_bench(cfg: DictConfig, out: Path, multirun: bool) -> tuple[Scenario, l
             raise ConfigError(f"policies: {p}: {msg}") from None
     topo = scn.cluster.topology()
     build_workloads(scn, seeds[0], topo)  # files readable, jobs well formed and placeable
+    backend_of(backend_spec(cfg, out)).check(scn, seeds[0])  # e.g. backend=real: a stand-in for every model
     check_out_dir(out, bool(cfg.overwrite), multirun)
     if workers > 1 and len(tasks) > 1:
         from bench import runner
 
         runner.cached_workloads(scn, seeds[0])  # forked workers inherit it
     return scn, policies, seeds, tasks
+
+
+def backend_spec(cfg: DictConfig, out: Path) -> BackendSpec:
+    """``backend`` (a ConfigError naming it and the allowed values if unknown) with its options (the
+    ``real:`` keys for ``real``); a backend that writes files gets ``out/runs/``."""
+    name = check_backend(cfg.get("backend", "sim"))
+    if name == "sim":
+        return BackendSpec()
+    raw = cfg.get(name)
+    options = OmegaConf.to_container(raw, resolve=True) if isinstance(raw, DictConfig) else raw
+    if options is not None and not isinstance(options, dict):
+        raise ConfigError(f"{name}: must be a mapping of the {name} backend's options, got {options!r}")
+    return BackendSpec(name, json.dumps(options or {}, sort_keys=True), str(out / "runs"))
 
 
 def run_limits(cfg: DictConfig) -> RunLimits:
@@ -199,6 +217,10 @@ def check_level_bench(cfg: DictConfig, out: Path, multirun: bool) -> LevelPlan:
     """Every input of a device- or pipeline-level bench, checked as :func:`check_bench` checks a
     cluster one (before any run, in this process; the out_dir last)."""
     check_keys(cfg)
+    raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    if check_backend(cfg.get("backend", "sim")) != "sim":
+        raise ConfigError(f"backend: {cfg.backend} runs cluster-level scenarios; {raw.get('name')} is a "
+                          f"{level_of(raw)}-level scenario (backend=sim runs every level)")
     seeds = _seeds(cfg)
     _pos_int(cfg, "workers")
     for key in ("plots", "overwrite"):
@@ -207,7 +229,6 @@ def check_level_bench(cfg: DictConfig, out: Path, multirun: bool) -> LevelPlan:
     if cfg.policies is not None and (not OmegaConf.is_list(cfg.policies) or len(cfg.policies) == 0):
         raise ConfigError(f"policies: must be a non-empty list of policy names or null, got {cfg.policies!r}")
     workloads = _int_list(cfg, "workloads") if cfg.get("workloads") is not None else None
-    raw: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
     plan = check_level(raw, [str(p) for p in cfg.policies] if cfg.policies else None, seeds, workloads,
                        cfg.agent_path)
     check_out_dir(out, bool(cfg.overwrite), multirun)
@@ -275,15 +296,18 @@ def run_bench(
         return run_level(cfg, raw, console, out, multirun, checked)
     scn, policies, seeds, tasks = checked or check_bench(cfg, out, multirun)
     workloads = [int(w) for w in cfg.workloads] if cfg.get("workloads") is not None else None
+    backend = backend_spec(cfg, out)
+    workers = int(cfg.workers) if backend_of(backend).parallel else 1
+    on = "" if backend.name == "sim" else f" ({backend.name} backend, one at a time; run folders in {backend.runs_dir})"
     console.print(
         f"[bold]{scn.name}[/]: {len(policies)} policies × {len(seeds)} seeds × "
         f"{len(workloads) if workloads is not None else len(scn.workload_names)} workload(s) = "
-        f"{len(tasks)} runs on {cfg.workers} process(es)"
+        f"{len(tasks)} runs on {workers} process(es){on}"
     )
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as bar:
-        job = bar.add_task("simulating", total=len(tasks))
+        job = bar.add_task("simulating" if backend.name == "sim" else "running", total=len(tasks))
         rows: dict[Task, Any] = {}  # a bar per running run: its tracked jobs finished, simulated time
         finished: set[Task] = set()
 
@@ -307,9 +331,9 @@ def run_bench(
         interrupted = False
         try:
             with sigterm_as_interrupt():
-                results = run_tasks(scn, tasks, workers=int(cfg.workers), agent_path=cfg.agent_path,
+                results = run_tasks(scn, tasks, workers=workers, agent_path=cfg.agent_path,
                                     check=bool(cfg.check_invariants), on_done=done, limits=run_limits(cfg),
-                                    on_progress=moved)
+                                    on_progress=moved, backend=backend)
         except Interrupted as e:
             results, interrupted = e.done, True
     wall = time.perf_counter() - t0
@@ -353,6 +377,8 @@ def run_bench(
 def run_perf(cfg: DictConfig, console: Console) -> dict[str, Any]:
     """Replay speed: load + simulate the scenario with each policy ``perf_repeats`` times, one core."""
     check_keys(cfg)
+    if check_backend(cfg.get("backend", "sim")) != "sim":
+        raise ConfigError(f"backend: perf=true times the simulator (backend=sim), got backend={cfg.backend}")
     _pos_int(cfg, "perf_repeats")
     scn = scenario_from_cfg(cfg)
     policies = [str(p) for p in cfg.policies] if cfg.policies else ["fifo"]

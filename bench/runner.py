@@ -1,18 +1,24 @@
 """Run policies × seeds × workloads of a scenario and collect their metrics (library side of
-``gpusched-bench``). Each task is independent and deterministic, so tasks run in worker processes."""
+``gpusched-bench``). Each task is independent and deterministic, so tasks run in worker processes.
+A task runs on a backend looked up by name (:mod:`gpusched_env.backends`: ``sim``, the default, or
+``real``), so this module builds no simulator itself."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from agents.policies import make_policy
-from gpusched_env.cluster.build import Workload, shared_cache, simulate, with_run_time
+from gpusched_env.backends import RunBackend, make_backend
+from gpusched_env.cluster.build import Workload, shared_cache, with_run_time
+from gpusched_env.cluster.build import simulate as simulate  # re-exported for older callers (docs/MOVED.md)
 from gpusched_env.cluster.watch import RunLimits, RunProgress
 from gpusched_env.config_util import ConfigError
 from gpusched_env.metrics import compute_metrics
@@ -24,6 +30,30 @@ class Task:
     policy: str
     seed: int
     workload: int  # index into the scenario's workloads
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """Which backend runs the tasks (:data:`gpusched_env.backends.BACKENDS`), its options, and the
+    folder under which a backend that writes files gets one folder per run (``POLICY-seedS-wW``)."""
+
+    name: str = "sim"
+    options: str = "{}"  # JSON of the backend's options (hashable: one backend per process per spec)
+    runs_dir: str | None = None
+
+    def run_dir(self, task: Task) -> Path | None:
+        return None if self.runs_dir is None else Path(self.runs_dir) / f"{task.policy}-seed{task.seed}-w{task.workload}"
+
+
+SIM = BackendSpec()
+_BACKENDS: dict[BackendSpec, RunBackend] = {}  # this process's backends (a real one loads its config once)
+
+
+def backend_of(spec: BackendSpec) -> RunBackend:
+    """The backend of ``spec``, made once per process."""
+    if spec not in _BACKENDS:
+        _BACKENDS[spec] = make_backend(spec.name, json.loads(spec.options))
+    return _BACKENDS[spec]
 
 
 @dataclass
@@ -58,6 +88,7 @@ def _init_worker(progress: Any) -> None:
 def run_task(
     scn: Scenario, task: Task, agent_path: str | None, check: bool, keep_series: bool,
     limits: RunLimits | None = None, report: Callable[[Task, RunProgress], None] | None = None,
+    backend: BackendSpec = SIM,
 ) -> TaskResult:
     t0 = time.perf_counter()
     policy = make_policy(task.policy, scn, task.seed, agent_path, workload=task.workload)
@@ -69,7 +100,8 @@ def run_task(
     elif queue is not None:
         def on(p: RunProgress) -> None:
             queue.put((task, p))
-    name, result = simulate(scn, policy, task.seed, task.workload, check, limits, on)
+    name, result = backend_of(backend).run(scn, policy, task.seed, task.workload, backend.run_dir(task),
+                                           check=check, limits=limits, report=on)
     wall = time.perf_counter() - t0
     tl = None
     if keep_series and result.timeline is not None:
@@ -109,8 +141,10 @@ def run_tasks(
     on_done: Callable[[TaskResult], None] | None = None,
     limits: RunLimits | None = None,
     on_progress: Callable[[Task, RunProgress], None] | None = None,
+    backend: BackendSpec = SIM,
 ) -> list[TaskResult]:
-    """Run every task (in ``workers`` processes when > 1); results come back in task order.
+    """Run every task (in ``workers`` processes when > 1 and the backend allows it) through
+    ``backend`` (default: the simulator); results come back in task order.
     ``limits`` stop a run that goes on too long (RunLimitExceeded); ``on_progress`` gets each
     running task's progress (simulated time, jobs finished) about twice a second.
 
@@ -118,7 +152,9 @@ def run_tasks(
     results of the tasks that finished."""
     results: dict[Task, TaskResult] = {}
     try:
-        for r in _iter_results(scn, tasks, workers, agent_path, check, keep_series, limits, on_progress):
+        if not backend_of(backend).parallel:
+            workers = 1
+        for r in _iter_results(scn, tasks, workers, agent_path, check, keep_series, limits, on_progress, backend):
             results[r.task] = r
             if on_done:
                 on_done(r)
@@ -147,10 +183,11 @@ def ignore_sigint() -> None:
 def _iter_results(
     scn: Scenario, tasks: list[Task], workers: int, agent_path: str | None, check: bool, keep: bool,
     limits: RunLimits | None = None, on_progress: Callable[[Task, RunProgress], None] | None = None,
+    backend: BackendSpec = SIM,
 ) -> Iterator[TaskResult]:
     if workers <= 1 or len(tasks) <= 1:
         for t in tasks:
-            yield run_task(scn, t, agent_path, check, keep, limits, on_progress)
+            yield run_task(scn, t, agent_path, check, keep, limits, on_progress, backend)
         return
     import multiprocessing
     import queue
@@ -163,7 +200,7 @@ def _iter_results(
     progress = ctx.Queue() if on_progress is not None else None
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(progress,))
     try:
-        left = {pool.submit(run_task, scn, t, agent_path, check, keep, limits) for t in tasks}
+        left = {pool.submit(run_task, scn, t, agent_path, check, keep, limits, None, backend) for t in tasks}
         while left:
             done, left = wait(left, timeout=0.25, return_when=FIRST_COMPLETED)
             while progress is not None and on_progress is not None:

@@ -10,4 +10,6 @@
   docs/DEPLOY.md.
 - :mod:`real.worker`, :mod:`real.models`, :mod:`real.nets` — the job process and its models.
 - :mod:`real.profile`, :mod:`real.replay`, :mod:`real.compare`, :mod:`real.cli` — gpusched-real.
+- :mod:`real.runs` — the real backend of ``gpusched-bench backend=real`` (registered by path in
+  :data:`gpusched_env.backends.BACKENDS`); ``gpusched-real replay`` is one of its runs.
 """

@@ -37,8 +37,9 @@ from real.config import (
 from real.launcher import LocalNodeAgent
 from real.mps import MpsDaemon
 from real.pairs import CellFailed
-from real.profile import ProfileConf, ProfileResult, load_profile_dir, run_profile
-from real.replay import ReplayOutcome, Terminated, replay, terminate_as_exception
+from real.profile import ProfileConf, ProfileResult, run_profile
+from real.replay import ReplayOutcome, Terminated, terminate_as_exception
+from real.runs import KEYS, RealRuns, devices_for, load_profile
 
 CMDS = ("profile", "replay", "compare", "pairs")
 EXIT_USAGE = 2
@@ -48,12 +49,7 @@ CONF_DIR = str(Path(__file__).resolve().parent.parent / "gpusched_env" / "conf" 
 
 
 def _devices(cfg: dict[str, Any], wl: RealWorkload, out: Path) -> tuple[Any, Any]:
-    d = dict(cfg.get("devices") or {})
-    if d.get("count") is None and d.get("cores") is None:
-        d["count"] = wl.topology.n_gpus
-    out.mkdir(parents=True, exist_ok=True)
-    return build_devices(from_dict(DevicesConf, d, "devices"), str(cfg.get("commands", "auto")),
-                         out / "commands.jsonl")
+    return devices_for(cfg, wl.topology.n_gpus, out)
 
 
 def cmd_profile(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> ProfileResult:
@@ -78,27 +74,18 @@ def cmd_profile(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> P
 
 def profile_dir(cfg: dict[str, Any]) -> ProfileResult | None:
     """The profile of ``profile_dir`` (None when unset); a folder without a readable profile is a ConfigError."""
-    if not cfg.get("profile_dir"):
-        return None
-    path = Path(str(cfg["profile_dir"]))
-    try:
-        return load_profile_dir(path)
-    except (OSError, ValueError, KeyError) as e:
-        why = f"no {e.filename}" if isinstance(e, FileNotFoundError) else f"{type(e).__name__}: {e}"
-        raise ConfigError(f"profile_dir: {path} is not a profile folder written by gpusched-real profile "
-                          f"({why})") from None
+    return load_profile(cfg.get("profile_dir"))
 
 
 def cmd_replay(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path,
                prof: ProfileResult | None = None) -> tuple[ReplayOutcome, str]:
-    rconf = from_dict(RealConfig, cfg.get("real"), "real")
+    """One run of the real backend (``gpusched-bench backend=real`` runs each of its runs the same way,
+    :class:`real.runs.RealRuns`), with its own results.json, progress lines and exit status."""
+    runs = RealRuns({k: cfg.get(k) for k in KEYS}, where="")
     seed = int(cfg["seed"])
     policy = make_policy(str(cfg["policy"]), scn, seed, cfg.get("agent_path"), dict(cfg.get("policy_kwargs") or {}))
-    prof = prof if prof is not None else profile_dir(cfg)
-    devices, runner = _devices(cfg, wl, out)
-    slowdown = prof.factors if prof is not None and prof.factors.shape[0] == devices.n else None
     t = time.monotonic()
-    res = replay(wl, policy, devices, runner, out, seed, rconf, slowdown, progress=print_progress(wl))
+    res, devices = runs.replay(wl, policy, seed, out, progress=print_progress(wl), profile=prof)
     m = res.metrics
     print(f"replay {wl.name} / {policy.name} on {devices.n} {devices.kind} device(s): {res.describe()} in "
           f"{time.monotonic() - t:.1f} s -> {out / 'results.json'}")

@@ -169,3 +169,18 @@ def test_every_package_is_in_the_line():
     """A new top-level package must take its place in :data:`MAY_IMPORT` (and pyproject's packages)."""
     found = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
     assert found == set(MAY_IMPORT)
+
+
+def test_backends_are_found_by_path_not_by_import():
+    """The bench app reaches the real backend only through :data:`gpusched_env.backends.BACKENDS`'
+    ``module:factory`` paths: every path resolves to a callable, and the package it names may not be
+    imported by the bench app (so the seam, not an import, joins them)."""
+    import importlib
+
+    from gpusched_env.backends import BACKENDS
+
+    for name, path in BACKENDS.items():
+        module, _, attr = path.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr)), name
+    assert BACKENDS["real"].split(".")[0] == "real" and "real" not in MAY_IMPORT["bench"]
+    assert _order_violations({"bench": _package_files("bench")}) == []
