@@ -5,24 +5,8 @@ by docs/NAMES.md. Unknown names and unknown parameters raise :class:`ValueError`
 Policies that draw random numbers (``random_sticky``, ``random_nonsticky``) need
 ``rng=numpy.random.Generator`` from the caller (a child of the run's ``SeedSequence``).
 
-=================  =======================================================================  ===========
-name               semantics                                                                module
-=================  =======================================================================  ===========
-fifo               event-driven FIFO, packed exclusive placement, head-of-line              scheduler
-sjf                event-driven shortest-job-first (oracle total work), packed              scheduler
-srtf               rounds of 360 s, shortest remaining work (oracle), preemptive, sticky    scheduler
-las                rounds of 360 s, least attained GPU-service, preemptive, sticky          scheduler
-tiresias           rounds of 360 s, two-queue discretised LAS (3600 GPU-s), sticky          scheduler
-packed_sticky      PAL study: FIFO prefix, 360 s rounds, packed, running jobs stay          scheduler
-packed_nonsticky   PAL study: FIFO prefix, 360 s rounds, packed, all jobs re-placed         scheduler
-random_sticky      PAL study: as packed_sticky with uniformly random GPUs                   scheduler
-random_nonsticky   PAL study: as packed_nonsticky with uniformly random GPUs                scheduler
-pm_first           PAL study: PAL's round with PM-First placement on clustered factors     pal
-pal                PAL: locality x variability placement                                    pal
-gandiva            FIFO; when full, time-slice onto the least loaded GPUs                   gandiva
-fifo_packed        FIFO; when full, pack onto the most utilised GPUs that fit (EaCO)        gandiva
-eaco               energy-aware co-location with deadline checks and undo                   eaco
-=================  =======================================================================  ===========
+Each name's one-line semantics and implementing module are its :data:`POLICIES` entry
+(``python -m bench.doc_tables`` prints them as README's table).
 """
 
 from __future__ import annotations
@@ -39,6 +23,7 @@ from baselines.pal import make_pal, make_pm_first
 from baselines.placement import PackedPlacement, RandomPlacement
 from baselines.scheduler import QueueScheduler
 from gpusched_env.policy import Policy
+from gpusched_env.registry import Registry
 
 PAL_ROUND_S = 360.0
 PREEMPTIVE_ROUND_S = 360.0
@@ -124,24 +109,24 @@ def random_nonsticky(
     )
 
 
-_FACTORIES: dict[str, Callable[..., Policy]] = {
-    "fifo": fifo,
-    "sjf": sjf,
-    "srtf": srtf,
-    "las": las,
-    "tiresias": tiresias,
-    "gandiva": make_gandiva,
-    "packed_sticky": packed_sticky,
-    "packed_nonsticky": packed_nonsticky,
-    "random_sticky": random_sticky,
-    "random_nonsticky": random_nonsticky,
-    "pm_first": make_pm_first,
-    "pal": make_pal,
-    "fifo_packed": make_fifo_packed,
-    "eaco": EaCO,
-}
+POLICIES: Registry[Callable[..., Policy]] = Registry("policy", "policies")
+_Q = "baselines.scheduler"
+POLICIES.add("fifo", fifo, "event-driven FIFO, packed exclusive placement, head-of-line", _Q)
+POLICIES.add("sjf", sjf, "event-driven shortest-job-first (oracle total work), packed", _Q)
+POLICIES.add("srtf", srtf, "rounds of 360 s, shortest remaining work (oracle), preemptive, sticky", _Q)
+POLICIES.add("las", las, "rounds of 360 s, least attained GPU-service, preemptive, sticky", _Q)
+POLICIES.add("tiresias", tiresias, "rounds of 360 s, two-queue discretised LAS (3600 GPU-s), sticky", _Q)
+POLICIES.add("packed_sticky", packed_sticky, "PAL study: FIFO prefix, 360 s rounds, packed, running jobs stay", _Q)
+POLICIES.add("packed_nonsticky", packed_nonsticky, "PAL study: FIFO prefix, 360 s rounds, packed, all jobs re-placed", _Q)
+POLICIES.add("random_sticky", random_sticky, "PAL study: as packed_sticky with uniformly random GPUs", _Q)
+POLICIES.add("random_nonsticky", random_nonsticky, "PAL study: as packed_nonsticky with uniformly random GPUs", _Q)
+POLICIES.add("pm_first", make_pm_first, "PAL study: PAL's round with PM-First placement on clustered factors")
+POLICIES.add("pal", make_pal, "PAL: locality x variability placement")
+POLICIES.add("gandiva", make_gandiva, "FIFO; when full, time-slice onto the least loaded GPUs")
+POLICIES.add("fifo_packed", make_fifo_packed, "FIFO; when full, pack onto the most utilised GPUs that fit (EaCO)")
+POLICIES.add("eaco", EaCO, "energy-aware co-location with deadline checks and undo")
 
-POLICY_NAMES: tuple[str, ...] = tuple(_FACTORIES)
+POLICY_NAMES: tuple[str, ...] = tuple(POLICIES)  # the shipped policies (plug-ins may add more)
 
 
 def policy_params(name: str) -> dict[str, object]:
@@ -151,10 +136,7 @@ def policy_params(name: str) -> dict[str, object]:
 
 
 def _lookup(name: str) -> Callable[..., Policy]:
-    try:
-        return _FACTORIES[name]
-    except KeyError:
-        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(POLICY_NAMES)}") from None
+    return POLICIES.lookup(name)
 
 
 _HEAVY_IMPORTS: dict[str, tuple[str, ...]] = {
@@ -186,4 +168,4 @@ def get_policy(name: str, **params: object) -> Policy:
     return factory(**params)
 
 
-__all__ = ["POLICY_NAMES", "get_policy", "policy_params", "prepare_policies"]
+__all__ = ["POLICIES", "POLICY_NAMES", "get_policy", "policy_params", "prepare_policies"]

@@ -4,8 +4,8 @@
 ``<!-- policies:begin -->`` and ``<!-- policies:end -->`` lines of that file. tests/test_doc_tables.py
 checks that README.md holds exactly this output.
 
-Sources: the cluster level's name table in the docstring of :mod:`baselines` (name, what it does,
-module); the device level's :data:`~gpusched_env.device.mechanisms.MECHANISMS` and ``daris_rt``'s
+Sources: the registries (:mod:`gpusched_env.registry`): the cluster level's
+:data:`~baselines.POLICIES` (name, what it does, module); the device level's :data:`~gpusched_env.device.mechanisms.MECHANISMS` and ``daris_rt``'s
 :data:`~gpusched_env.device.daris.scenario.STAGE_POLICIES` (built by ``make_scheduler``); the pipeline
 level's :data:`~gpusched_env.pipeline.schedules.SCHEDULES`. The family / paper column is the first
 sentence of the defining module's docstring up to its first colon; a description missing from a
@@ -91,41 +91,19 @@ def _module_family(module: str) -> tuple[str, str]:
     return _clean(family), _lower_first(_clean(rest.split("; ")[0])) if rest else ""
 
 
-def _name_table(doc: str) -> list[tuple[str, str, str]]:
-    """Rows (name, semantics, module) of the ``=====``-ruled table in ``doc``."""
-    lines = doc.splitlines()
-    rules = [i for i, line in enumerate(lines) if line.startswith("=====")]
-    if len(rules) != 3:
-        raise ValueError(f"baselines docstring: expected a name table with 3 '=====' rules, found {len(rules)}")
-    rows = []
-    for line in lines[rules[1] + 1:rules[2]]:
-        name, rest = line.split(maxsplit=1)
-        semantics, module = rest.rsplit(maxsplit=1)
-        rows.append((name, semantics.strip(), module))
-    return rows
-
-
 def cluster_rows() -> list[Row]:
-    import baselines
+    from baselines import POLICIES
 
-    table = _name_table(baselines.__doc__ or "")
-    names = [name for name, _, _ in table]
-    if sorted(names) != sorted(baselines.POLICY_NAMES):
-        raise ValueError(f"baselines docstring name table lists {names}, the registry {list(baselines.POLICY_NAMES)}")
-    rows = []
-    for name, semantics, mod in table:
-        module = f"baselines.{mod}"
-        rows.append(Row(name, _module_family(module)[0], _clean(semantics), module))
-    return rows
+    return [Row(e.name, _module_family(e.module)[0], _clean(e.summary), e.module) for e in POLICIES.entries()]
 
 
 def mechanism_rows() -> list[Row]:
     from gpusched_env.device.mechanisms import MECHANISMS
 
     rows = []
-    for name, factory in MECHANISMS.items():
-        family, rest = _module_family(factory.__module__)
-        rows.append(Row(name, family, rest, factory.__module__))
+    for e in MECHANISMS.entries():
+        family, rest = _module_family(e.module)
+        rows.append(Row(e.name, family, e.summary or rest, e.module))
     return rows
 
 
@@ -151,28 +129,13 @@ def stage_rows() -> list[Row]:
     return rows
 
 
-def _schedule_modules() -> dict[tuple[object, str], str]:
-    """(orders function, comm mode) -> the module of the schedules package that exports that pair."""
-    import pkgutil
-
-    from gpusched_env.pipeline import schedules
-
-    out: dict[tuple[object, str], str] = {}
-    for info in pkgutil.iter_modules(schedules.__path__, schedules.__name__ + "."):
-        mod = importlib.import_module(info.name)
-        out[(getattr(mod, "orders", None), getattr(mod, "COMM", ""))] = info.name
-    return out
-
-
 def schedule_rows() -> list[Row]:
     from gpusched_env.pipeline.schedules import SCHEDULES
 
-    modules = _schedule_modules()
     rows = []
-    for name, schedule in SCHEDULES.items():
-        module = modules.get((schedule.orders, schedule.comm), schedule.orders.__module__)
-        family, rest = _module_family(module)
-        rows.append(Row(name, family, rest, module))
+    for e in SCHEDULES.entries():
+        family, rest = _module_family(e.module)
+        rows.append(Row(e.name, family, e.summary or rest, e.module))
     return rows
 
 

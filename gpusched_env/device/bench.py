@@ -36,6 +36,11 @@ PAIR_POLICIES: tuple[str, ...] = (*MECHANISM_POLICIES, *BE_CAPPED_POLICIES)
 POLICIES: tuple[str, ...] = (*PAIR_POLICIES, *(p for p in STAGE_POLICIES if p not in PAIR_POLICIES))
 
 
+def pair_policies() -> tuple[str, ...]:
+    """The pair policies now: every registered mechanism (shipped or added later) and the BE-capped ones."""
+    return (*MECHANISMS, *BE_CAPPED_POLICIES)
+
+
 @dataclass(frozen=True)
 class DeviceScenario:
     """``conf/scenario/NAME.yaml`` with ``level: device``."""
@@ -68,9 +73,9 @@ class DeviceScenario:
             bad = [m for m in models if m not in allowed]
             if bad or not models:
                 raise ValueError(f"{key} must be a non-empty list of {allowed}, got {models}")
-        bad = [p for p in [*self.default_policies, *self.mechanisms] if p not in PAIR_POLICIES]
+        bad = [p for p in [*self.default_policies, *self.mechanisms] if p not in pair_policies()]
         if bad:
-            raise ValueError(f"policies must be among {list(PAIR_POLICIES)}, got {bad}")
+            raise ValueError(f"policies must be among {list(pair_policies())}, got {bad}")
         if not 0 < self.be_sm_pct <= 100:
             raise ValueError(f"be_sm_pct must be in (0, 100], got {self.be_sm_pct}")
         for mech, params in self.mechanisms.items():
@@ -112,8 +117,8 @@ def run(scn: DeviceScenario | DarisScenario, policy: str, seed: int, workload: i
         if policy not in STAGE_POLICIES:
             raise ConfigError(f"policy must be one of {list(STAGE_POLICIES)} for {scn.name}, got {policy!r}")
         return LevelRun(run_taskset(scn, policy, seed, workload))
-    if policy not in PAIR_POLICIES:
-        raise ConfigError(f"policy must be one of {list(PAIR_POLICIES)}, got {policy!r}")
+    if policy not in pair_policies():
+        raise ConfigError(f"policy must be one of {list(pair_policies())}, got {policy!r}")
     setup = scn.setup(workload)
     mech, cap = (MPS, scn.be_sm_pct / 100.0) if policy in BE_CAPPED_POLICIES else (policy, 1.0)
     metrics, series = run_pair(setup, mech, seed, scn.mechanisms.get(policy), be_cap=cap)

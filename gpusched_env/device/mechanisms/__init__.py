@@ -1,4 +1,5 @@
-"""Sharing mechanisms, one module each; :data:`MECHANISMS` maps a policy name to its factory."""
+"""Sharing mechanisms, one module each; :data:`MECHANISMS` (a :class:`~gpusched_env.registry.Registry`)
+maps a policy name to its factory."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ from gpusched_env.device.mechanisms.mps_priority import MpsPriority
 from gpusched_env.device.mechanisms.tally import Tally, TallyConfig
 from gpusched_env.device.mechanisms.tgs import Tgs, TgsConfig
 from gpusched_env.device.mechanisms.time_slicing import TimeSlicing, TimeSlicingConfig
+from gpusched_env.registry import Registry
 
-MECHANISMS: dict[str, Callable[..., Mechanism]] = {
-    "exclusive": Exclusive,
-    "time_slicing": TimeSlicing,
-    "mps": Mps,
-    "mps_priority": MpsPriority,
-    "tgs": Tgs,
-    "tally": Tally,
-}
+MECHANISMS: Registry[Callable[..., Mechanism]] = Registry("mechanism")
+MECHANISMS.add("exclusive", Exclusive)
+MECHANISMS.add("time_slicing", TimeSlicing)
+MECHANISMS.add("mps", Mps)
+MECHANISMS.add("mps_priority", MpsPriority)
+MECHANISMS.add("tgs", Tgs)
+MECHANISMS.add("tally", Tally)
 CONFIGS: dict[str, type] = {"time_slicing": TimeSlicingConfig, "tgs": TgsConfig, "tally": TallyConfig}
 
 

@@ -1,4 +1,5 @@
-"""The pipeline schedules (pipeline-level policies), one module each; :data:`SCHEDULES` names them."""
+"""The pipeline schedules (pipeline-level policies), one module each; :data:`SCHEDULES` (a
+:class:`~gpusched_env.registry.Registry`) names them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, replace
 from gpusched_env.pipeline.model import PipelineModel
 from gpusched_env.pipeline.ops import Orders
 from gpusched_env.pipeline.schedules import adaptra, gpipe, one_f_one_b, zb, zb_cpu
+from gpusched_env.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -34,13 +36,14 @@ class Schedule:
         return replace(m, rendezvous=False, injector_group_ranks=False)
 
 
-SCHEDULES: dict[str, Schedule] = {
-    "gpipe": Schedule("gpipe", gpipe.COMM, gpipe.orders, split_backward=False, rendezvous=True),
-    "1f1b": Schedule("1f1b", one_f_one_b.COMM, one_f_one_b.orders, split_backward=False, rendezvous=True),
-    "zb": Schedule("zb", zb.COMM, zb.orders),
-    "zb_cpu": Schedule("zb_cpu", zb_cpu.COMM, zb_cpu.orders),
-    "adaptra": Schedule("adaptra", adaptra.COMM, adaptra.orders, adaptive=True),
-}
+SCHEDULES: Registry[Schedule] = Registry("schedule")
+SCHEDULES.add("gpipe", Schedule("gpipe", gpipe.COMM, gpipe.orders, split_backward=False, rendezvous=True),
+              module=gpipe.__name__)
+SCHEDULES.add("1f1b", Schedule("1f1b", one_f_one_b.COMM, one_f_one_b.orders, split_backward=False, rendezvous=True),
+              module=one_f_one_b.__name__)
+SCHEDULES.add("zb", Schedule("zb", zb.COMM, zb.orders), module=zb.__name__)
+SCHEDULES.add("zb_cpu", Schedule("zb_cpu", zb_cpu.COMM, zb_cpu.orders), module=zb_cpu.__name__)
+SCHEDULES.add("adaptra", Schedule("adaptra", adaptra.COMM, adaptra.orders, adaptive=True), module=adaptra.__name__)
 
 
 def get(name: str) -> Schedule:
