@@ -8,6 +8,7 @@ which reaches no other daemon on the machine. Every command goes through the com
 from __future__ import annotations
 
 import math
+import subprocess
 from pathlib import Path
 
 from real.commands import CommandRunner
@@ -44,6 +45,19 @@ class MpsDaemon:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.runner.run([MPS_CONTROL, "-d"], self.base_env)
         self.started = True
+
+    def attach(self) -> bool:
+        """Adopt a daemon already listening on this pipe directory (left by an earlier process of the
+        same run, e.g. a restarted service): True, and :meth:`stop` will stop it, when its control
+        socket exists and answers ``get_server_list``. Never true in a dry run (no socket)."""
+        if not (self.pipe_dir / "control").exists():
+            return False
+        try:
+            self.runner.run([MPS_CONTROL], self.base_env, stdin="get_server_list\n")
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            return False
+        self.started = True
+        return True
 
     def stop(self) -> None:
         """Stop the daemon this object started (and only it); idempotent."""
