@@ -40,10 +40,12 @@ class MpsDaemon:
     def base_env(self) -> dict[str, str]:
         return {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir)}
 
-    def start(self) -> None:
+    def start(self, env: dict[str, str] | None = None) -> None:
+        """``env``: more variables of the daemon's own environment (e.g. CUDA_VISIBLE_DEVICES, the
+        GPUs its servers may use, where the calling process has them hidden)."""
         self.pipe_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.runner.run([MPS_CONTROL, "-d"], self.base_env)
+        self.runner.run([MPS_CONTROL, "-d"], {**self.base_env, **(env or {})})
         self.started = True
 
     def attach(self) -> bool:

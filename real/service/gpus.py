@@ -9,7 +9,8 @@ where ``nvidia-smi`` lists a GPU, else record the commands in ``commands.jsonl``
 MPS: the daemon is started on the node's first launch that asks for MPS sharing, with its pipe and
 log directories in the node folder (``mps/pipe``, ``mps/log``). A restarted service (or a new agent
 on the node) re-attaches to the daemon still listening there (``get_server_list`` answers) and
-starts a new one otherwise. The daemon is stopped when the node runner closes with no launch of the
+starts a new one otherwise (it serves every GPU of the node: CUDA_VISIBLE_DEVICES lists them all).
+The daemon is stopped when the node runner closes with no launch of the
 node still running (else it is left for the next service to re-attach to).
 
 Telemetry: every ``telemetry_s`` seconds one row per GPU (wall time, node, device, power in W, SM
@@ -36,6 +37,9 @@ from real.mps import MpsDaemon
 
 TELEMETRY_FILE = "telemetry.csv"
 TELEMETRY_HEADER = "t,node,device,power_w,util,mem_used_mb"
+# a unix socket path holds at most 107 bytes (Linux sun_path); the daemon's sockets have names of up
+# to ~20 characters inside the pipe folder (choice: margin)
+MAX_PIPE_DIR = 80
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,14 @@ class NodeGpus:
         with self._lock:
             if self.mps.started:
                 return
+            if not self.runner.dry_run and len(str(self.mps.pipe_dir)) > MAX_PIPE_DIR:
+                raise OSError(f"out_dir: the MPS pipe folder {self.mps.pipe_dir} is longer than {MAX_PIPE_DIR} "
+                              "characters, too long for the daemon's unix sockets; use a shorter out_dir")
             if self.mps.attach():
                 self.mps_attached = True
                 return
-            self.mps.start()
+            # every GPU of the node: a Ray agent (num_gpus=0) may have CUDA_VISIBLE_DEVICES="" itself
+            self.mps.start({"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(self.devices.n))})
 
     def mps_env(self, share: MpsShare, n_gpus: int) -> dict[str, str]:
         """The MPS variables of one client (starting the daemon first where needed)."""

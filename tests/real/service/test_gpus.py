@@ -87,7 +87,8 @@ def test_two_mps_jobs_on_one_gpu_share_one_daemon_started_once_and_stopped_at_th
 
     pipe, log = out / "nodes" / "local0" / "mps" / "pipe", out / "nodes" / "local0" / "mps" / "log"
     base = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_MPS_LOG_DIRECTORY": str(log)}
-    assert rec.commands("run") == [Call("run", (MPS, "-d"), base), Call("run", (MPS,), base, "quit\n")]
+    assert rec.commands("run") == [Call("run", (MPS, "-d"), {**base, "CUDA_VISIBLE_DEVICES": "0"}),
+                                   Call("run", (MPS,), base, "quit\n")]
     want = sorted(f"{k}={v}" for k, v in {
         **base, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50", "CUDA_MPS_CLIENT_PRIORITY": "1",
         "CUDA_VISIBLE_DEVICES": "0", "GPUSCHED_SM_PCT": "50"}.items())
@@ -145,7 +146,8 @@ def test_a_restarted_node_runner_adopts_a_live_daemon_else_starts_one(
     g2 = NodeGpus(tmp_path, "n0", 2, 60.0, rec2)
     assert "CUDA_MPS_CLIENT_PRIORITY" not in g2.mps_env(MpsShare(30.0, priority=2), 1)
     assert not g2.mps_attached
-    assert [(c.argv, c.stdin) for c in rec2.commands("run")] == [((MPS,), "get_server_list\n"), ((MPS, "-d"), None)]
+    assert [(c.argv, c.stdin, c.env.get("CUDA_VISIBLE_DEVICES")) for c in rec2.commands("run")] == [
+        ((MPS,), "get_server_list\n", None), ((MPS, "-d"), None, "0,1")]  # the daemon serves both GPUs
     g2.close(stop_mps=False)  # a launch still runs: the daemon is left for the next service
     assert len(rec2.commands("run")) == 2
 
@@ -179,3 +181,16 @@ def test_cpu_stand_ins_record_no_telemetry(tmp_path: Path) -> None:
     assert engine.runners["local0"].gpus is None
     engine.close()
     assert read_telemetry(tmp_path) is None
+
+
+def test_an_mps_pipe_folder_too_long_for_a_socket_is_refused_naming_out_dir(
+        tmp_path: Path, fake_nvml: dict[str, Any]) -> None:
+    class Executing(FakeNvmlRunner):
+        dry_run = False  # as on a GPU machine (the commands are still only recorded)
+
+    rec = Executing()
+    g = NodeGpus(tmp_path / ("x" * 80), "n0", 1, 60.0, rec)
+    with pytest.raises(OSError, match="out_dir: the MPS pipe folder .* is longer than 80 characters"):
+        g.ensure_mps()
+    assert rec.commands("run") == []
+    g.close(stop_mps=True)
