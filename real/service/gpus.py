@@ -10,8 +10,8 @@ MPS: the daemon is started on the node's first launch that asks for MPS sharing,
 log directories in the node folder (``mps/pipe``, ``mps/log``). A restarted service (or a new agent
 on the node) re-attaches to the daemon still listening there (``get_server_list`` answers) and
 starts a new one otherwise (it serves every GPU of the node: CUDA_VISIBLE_DEVICES lists them all).
-The daemon is stopped when the node runner closes with no launch of the
-node still running (else it is left for the next service to re-attach to).
+The daemon is stopped when the node runner closes with no launch of the node still running
+(adopting first a daemon an earlier runner left); else it is left for the next runner to re-attach to.
 
 Telemetry: every ``telemetry_s`` seconds one row per GPU (wall time, node, device, power in W, SM
 utilisation in [0, 1], memory used in MB) is appended to ``telemetry.csv`` in the node folder, one
@@ -130,6 +130,8 @@ class NodeGpus:
         if stop_mps:
             with self._lock:
                 try:
+                    if not self.mps.started:  # a daemon an earlier runner left: adopt it to stop it
+                        self.mps_attached = self.mps.attach()
                     self.mps.stop()
                 except (RuntimeError, OSError, subprocess.TimeoutExpired):
                     pass  # already gone

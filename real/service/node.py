@@ -161,19 +161,17 @@ class NodeRunner:
     def running_launches(self) -> list[tuple[int, int]]:
         """(job, launch) of every launch on this node whose process still runs, including those a
         previous process of the service started (found by their claim files)."""
-        out = []
-        for claim_file in sorted(self.run_dir.glob("jobs/*/launch-*/claim")):
+        out = {key for key, proc in self.procs.items() if proc.poll() is None}  # claim maybe not written yet
+        for claim_file in self.run_dir.glob("jobs/*/launch-*/claim"):
             d = claim_file.parent
             p = self._claimed_pid(d)
             if p is not None and _alive(*p):
-                out.append((int(d.parent.name), int(d.name.split("-", 1)[1])))
-        return out
+                out.add((int(d.parent.name), int(d.name.split("-", 1)[1])))
+        return sorted(out)
 
     def close(self) -> None:
         """Stop the telemetry; stop the MPS daemon unless a launch still runs (the next service
         re-attaches to it). Leaves the launches running."""
-        for proc in self.procs.values():
-            proc.poll()  # reap launches that ended, so they do not count as running
         if self.gpus is not None:
             self.gpus.close(stop_mps=not self.running_launches())
 

@@ -3,6 +3,7 @@ layer) and NVML is faked by monkeypatched pynvml functions."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +17,7 @@ from real.commands import Call, DryRunRunner
 from real.service import gpus as gpus_mod
 from real.service.engine import LocalEngine
 from real.service.gpus import MpsShare, NodeGpus, read_telemetry
+from real.service.node import NodeRunner
 from real.service.queue import JobQueue
 from real.service.report import report
 from real.service.serve import ServeConfig, Service
@@ -150,6 +152,23 @@ def test_a_restarted_node_runner_adopts_a_live_daemon_else_starts_one(
         ((MPS,), "get_server_list\n", None), ((MPS, "-d"), None, "0,1")]  # the daemon serves both GPUs
     g2.close(stop_mps=False)  # a launch still runs: the daemon is left for the next service
     assert len(rec2.commands("run")) == 2
+
+
+def test_the_daemon_stays_up_while_a_client_runs_and_a_later_runner_stops_it(
+        tmp_path: Path, fake_nvml: dict[str, Any]) -> None:
+    rec = FakeNvmlRunner()
+    r = LocalEngine(tmp_path, 1, 2, "nvidia", telemetry_s=60.0, gpu_runner=rec).runners["local0"]
+    r.launch(1, 0, ["sleep", "30"], {}, None, [0], str(tmp_path / "ck"), MpsShare(50.0))
+    r.close()  # the service stops with the job running: the daemon stays for it
+    assert [c.argv for c in rec.commands("run")] == [(MPS, "-d")]
+    r.signal(1, 0, signal.SIGKILL)
+    r.procs[(1, 0)].wait(30)
+    assert r.gpus is not None
+    (r.gpus.mps.pipe_dir / "control").touch()  # the socket the daemon holds (none in a dry run)
+    rec2 = FakeNvmlRunner()
+    again = NodeRunner(tmp_path / "nodes" / "local0", "local0", 2, "nvidia", telemetry_s=60.0, gpu_runner=rec2)
+    again.close()  # a restarted service exits idle: it adopts the daemon and stops it
+    assert [(c.argv, c.stdin) for c in rec2.commands("run")] == [((MPS,), "get_server_list\n"), ((MPS,), "quit\n")]
 
 
 def test_nvml_samples_give_the_hand_computed_energy_and_utilisation(
