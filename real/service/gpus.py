@@ -63,8 +63,15 @@ class NodeGpus:
         self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.runner: CommandRunner = runner if runner is not None else make_runner(
             "auto", self.run_dir / "commands.jsonl")
-        self.devices = NvidiaDevices(self.runner, count=n_devices)
-        self.mps = MpsDaemon(self.runner, self.run_dir, self.devices.driver_version)
+        self.n_devices = n_devices
+        self.devices: NvidiaDevices | None = None
+        try:
+            self.devices = NvidiaDevices(self.runner, count=n_devices)
+        except Exception as e:  # no usable NVML here (driver, library): MPS still works, no telemetry
+            with open(self.run_dir / "nvml_error.txt", "a") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} NVML unavailable, no telemetry: "
+                        f"{type(e).__name__}: {e}\n")
+        self.mps = MpsDaemon(self.runner, self.run_dir, self.devices.driver_version if self.devices else None)
         self.mps_attached = False  # True: the daemon was left by an earlier process and adopted
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -87,7 +94,8 @@ class NodeGpus:
                 self.mps_attached = True
                 return
             # every GPU of the node: a Ray agent (num_gpus=0) may have CUDA_VISIBLE_DEVICES="" itself
-            self.mps.start({"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(self.devices.n))})
+            n = self.devices.n if self.devices is not None else self.n_devices
+            self.mps.start({"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))})
 
     def mps_env(self, share: MpsShare, n_gpus: int) -> dict[str, str]:
         """The MPS variables of one client (starting the daemon first where needed)."""
@@ -98,11 +106,15 @@ class NodeGpus:
     def sample(self, t: float | None = None) -> bool:
         """Append one row per GPU to the telemetry file; False when NVML gave no reading."""
         t = time.time() if t is None else t
+        if self.devices is None:
+            return False
         try:
             samples = self.devices.sample(t, {})
         except Exception:  # an NVML error (a GPU fell off the bus, ...): skip this sample
             self.sample_errors += 1
             return False
+        finally:  # the command layer keeps every call in memory: drop the NVML readings (days of them)
+            self.runner.calls[:] = [c for c in self.runner.calls if c.kind != "nvml"]
         if not samples or all(math.isnan(s.power_w) for s in samples):
             return False
         path = self.run_dir / TELEMETRY_FILE

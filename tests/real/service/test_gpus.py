@@ -11,6 +11,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from gpusched_env.config_util import ConfigError
 from gpusched_env.types import Decision, Sharing, Start
 from gpusched_env.view import ClusterView
 from real.commands import Call, DryRunRunner
@@ -181,6 +182,7 @@ def test_nvml_samples_give_the_hand_computed_energy_and_utilisation(
     for k in range(1, 10):  # 9 more, 4 s apart: 36 s; GPU 1 ramps from 200 W to 300 W
         fake_nvml["power_mw"][1] = 200_000 + 100_000 * k // 9
         g.sample(1000.0 + 4 * k)
+    assert [c for c in g.runner.calls if c.kind == "nvml"] == []  # readings are not kept in memory
     g.close(stop_mps=True)
     tel = read_telemetry(out)
     # GPU 0: 250 W x 36 s; GPU 1: a straight ramp 200 -> 300 W, 250 W on average: 18 000 J = 0.005 kWh in
@@ -213,3 +215,25 @@ def test_an_mps_pipe_folder_too_long_for_a_socket_is_refused_naming_out_dir(
         g.ensure_mps()
     assert rec.commands("run") == []
     g.close(stop_mps=True)
+
+
+def test_without_nvml_a_node_still_runs_mps_and_records_why_it_has_no_telemetry(
+        tmp_path: Path, fake_nvml: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_driver() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", no_driver)
+    rec = FakeNvmlRunner()
+    g = NodeGpus(tmp_path, "n0", 3, 0.01, rec)
+    assert g.devices is None and not g.sample()
+    assert "NVML unavailable, no telemetry: NVMLError_DriverNotLoaded" in (tmp_path / "nvml_error.txt").read_text()
+    env = g.mps_env(MpsShare(25.0, priority=1), 1)
+    assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25" and "CUDA_MPS_CLIENT_PRIORITY" not in env  # no driver version
+    assert rec.commands("run")[0].env["CUDA_VISIBLE_DEVICES"] == "0,1,2"
+    g.close(stop_mps=True)
+    assert not (tmp_path / "telemetry.csv").exists()
+
+
+def test_telemetry_s_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="telemetry_s: must be > 0, got 0"):
+        ServeConfig(out_dir=str(tmp_path), telemetry_s=0.0)
