@@ -95,7 +95,10 @@ class NodeGpus:
                 return
             # every GPU of the node: a Ray agent (num_gpus=0) may have CUDA_VISIBLE_DEVICES="" itself
             n = self.devices.n if self.devices is not None else self.n_devices
-            self.mps.start({"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))})
+            try:
+                self.mps.start({"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(n))})
+            except (RuntimeError, subprocess.TimeoutExpired) as e:  # an OSError: the launch fails, logged
+                raise OSError(f"node {self.name}: the MPS control daemon did not start: {e}") from e
 
     def mps_env(self, share: MpsShare, n_gpus: int) -> dict[str, str]:
         """The MPS variables of one client (starting the daemon first where needed)."""

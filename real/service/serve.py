@@ -70,7 +70,7 @@ class ServeConfig:
     devices_per_node: int = 4  # local engine: devices per node
     device_kind: str = "cpu"  # local engine: cpu (stand-ins) | nvidia
     # choice: NVML sampling period on NVIDIA nodes (the replay samples every 0.5 s; a service runs
-    # for days, so 1 s keeps the telemetry files at ~60 bytes per GPU per second)
+    # for days, so 1 s keeps the telemetry files at ~50 bytes per GPU per second)
     telemetry_s: float = 1.0
     poll_s: float = 0.2
     stop_signal: str = "SIGTERM"

@@ -154,6 +154,14 @@ def test_a_restarted_node_runner_adopts_a_live_daemon_else_starts_one(
     g2.close(stop_mps=False)  # a launch still runs: the daemon is left for the next service
     assert len(rec2.commands("run")) == 2
 
+    class NoDaemon(FakeNvmlRunner):
+        def run(self, argv: list[str], env: dict[str, str], stdin: str | None = None) -> str:
+            raise RuntimeError("command nvidia-cuda-mps-control -d failed (1)")
+
+    g3 = NodeGpus(tmp_path / "other", "n3", 1, 60.0, NoDaemon())
+    with pytest.raises(OSError, match="node n3: the MPS control daemon did not start: command nvidia-cuda-mps"):
+        g3.mps_env(MpsShare(30.0), 1)  # the service logs "cannot launch" and the launch counts as lost
+
 
 def test_the_daemon_stays_up_while_a_client_runs_and_a_later_runner_stops_it(
         tmp_path: Path, fake_nvml: dict[str, Any]) -> None:
