@@ -8,6 +8,7 @@ which reaches no other daemon on the machine. Every command goes through the com
 from __future__ import annotations
 
 import math
+import subprocess
 from pathlib import Path
 
 from real.commands import CommandRunner
@@ -39,11 +40,26 @@ class MpsDaemon:
     def base_env(self) -> dict[str, str]:
         return {"CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir), "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir)}
 
-    def start(self) -> None:
+    def start(self, env: dict[str, str] | None = None) -> None:
+        """``env``: more variables of the daemon's own environment (e.g. CUDA_VISIBLE_DEVICES, the
+        GPUs its servers may use, where the calling process has them hidden)."""
         self.pipe_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self.runner.run([MPS_CONTROL, "-d"], self.base_env)
+        self.runner.run([MPS_CONTROL, "-d"], {**self.base_env, **(env or {})})
         self.started = True
+
+    def attach(self) -> bool:
+        """Adopt a daemon already listening on this pipe directory (left by an earlier process of the
+        same run, e.g. a restarted service): True, and :meth:`stop` will stop it, when its control
+        socket exists and answers ``get_server_list``. Never true in a dry run (no socket)."""
+        if not (self.pipe_dir / "control").exists():
+            return False
+        try:
+            self.runner.run([MPS_CONTROL], self.base_env, stdin="get_server_list\n")
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            return False
+        self.started = True
+        return True
 
     def stop(self) -> None:
         """Stop the daemon this object started (and only it); idempotent."""

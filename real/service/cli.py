@@ -131,6 +131,8 @@ REPORT_ROWS = (
     ("preemptions", "preemptions", "{:.0f}"), ("restarts", "restarts", "{:.0f}"),
     ("migrations", "migrations", "{:.0f}"),
 )
+# with NVML samples (NVIDIA nodes) only
+NVML_ROWS = (("energy_kwh", "GPU energy (kWh, NVML)", "{:.4f}"), ("nvml_utilization", "utilisation (NVML)", "{:.3f}"))
 
 
 # the shadow comparison table: Slurm's run next to the policy's replay of the same jobs
@@ -176,8 +178,9 @@ def show_report(out_dir: str) -> None:
     t = Table(title=f"policy {policy}")
     t.add_column("metric")
     t.add_column("value", justify="right")
-    for key, label, fmt in REPORT_ROWS:
-        t.add_row(label, fmt.format(entry["metrics"][key]))
+    m = entry["metrics"]
+    for key, label, fmt in REPORT_ROWS + (NVML_ROWS if "nvml_samples" in m else ()):
+        t.add_row(label, fmt.format(m[key]))
     Console(width=120).print(t)
     print(f"-> {Path(out_dir) / 'results.json'}")
 

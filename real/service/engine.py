@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from real.commands import CommandRunner
+from real.service.gpus import MpsShare
 from real.service.node import NodeRunner
 
 
@@ -33,7 +35,9 @@ class Engine(Protocol):
         ...
 
     def launch(self, node: str, job_id: int, launch: int, argv: list[str], env: dict[str, str],
-               cwd: str | None, local: list[int], checkpoint_dir: str) -> None: ...
+               cwd: str | None, local: list[int], checkpoint_dir: str, mps: MpsShare | None = None) -> None:
+        """``mps``: the launch is an MPS client (the node's daemon, on NVIDIA nodes)."""
+        ...
 
     def status(self, node: str, job_id: int, launch: int) -> tuple[str, int | None, bool]:
         """(running | exited | lost, exit code, stopped on request); NodeLost if the node is gone."""
@@ -60,11 +64,15 @@ class Engine(Protocol):
 
 class LocalEngine:
     """``n_nodes`` stand-in nodes on this machine, ``devices_per_node`` CPU stand-in devices each
-    (``kind="nvidia"``: this machine's GPUs, one node). Files under ``out_dir/nodes/<name>/``."""
+    (``kind="nvidia"``: this machine's GPUs, one node, with MPS and NVML telemetry every
+    ``telemetry_s``; ``gpu_runner``: their command layer, None: real.commands auto). Files under
+    ``out_dir/nodes/<name>/``."""
 
-    def __init__(self, out_dir: str | Path, n_nodes: int = 1, devices_per_node: int = 4, kind: str = "cpu") -> None:
+    def __init__(self, out_dir: str | Path, n_nodes: int = 1, devices_per_node: int = 4, kind: str = "cpu",
+                 telemetry_s: float = 1.0, gpu_runner: CommandRunner | None = None) -> None:
         self.runners = {f"local{i}": NodeRunner(Path(out_dir) / "nodes" / f"local{i}", f"local{i}",
-                                                devices_per_node, kind) for i in range(n_nodes)}
+                                                devices_per_node, kind, telemetry_s=telemetry_s,
+                                                gpu_runner=gpu_runner) for i in range(n_nodes)}
 
     def _r(self, node: str) -> NodeRunner:
         r = self.runners.get(node)
@@ -76,8 +84,8 @@ class LocalEngine:
         return [NodeInfo(r.name, r.n_devices, r.kind, "127.0.0.1") for r in self.runners.values()]
 
     def launch(self, node: str, job_id: int, launch: int, argv: list[str], env: dict[str, str],
-               cwd: str | None, local: list[int], checkpoint_dir: str) -> None:
-        self._r(node).launch(job_id, launch, argv, env, cwd, local, checkpoint_dir)
+               cwd: str | None, local: list[int], checkpoint_dir: str, mps: MpsShare | None = None) -> None:
+        self._r(node).launch(job_id, launch, argv, env, cwd, local, checkpoint_dir, mps)
 
     def status(self, node: str, job_id: int, launch: int) -> tuple[str, int | None, bool]:
         return self._r(node).status(job_id, launch)
@@ -101,4 +109,7 @@ class LocalEngine:
         return {}
 
     def close(self) -> None:
-        """Leaves the jobs running (a restarted service re-attaches to them)."""
+        """Leaves the jobs running (a restarted service re-attaches to them) and, while any runs, the
+        MPS daemon; stops the telemetry."""
+        for r in self.runners.values():
+            r.close()

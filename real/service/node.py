@@ -2,7 +2,8 @@
 
 The local engine holds one per (stand-in) node; a Ray actor (:mod:`real.service.ray_engine`) holds one
 on each cluster node. Files live under ``run_dir/jobs/<id>/``: ``log`` (every launch appended) and
-``launch-<n>/`` (the claim and exit files of :mod:`real.service.runner`).
+``launch-<n>/`` (the claim and exit files of :mod:`real.service.runner`). On a node of NVIDIA GPUs the
+runner also holds the node's MPS daemon and NVML telemetry (:class:`real.service.gpus.NodeGpus`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import sys
 from collections import deque
 from pathlib import Path
 
+from real.commands import CommandRunner
 from real.service.checkpoints import pack_dir, unpack_dir
+from real.service.gpus import MpsShare, NodeGpus
 from real.service.runner import _start_ticks, claim
 
 RUNNER = str(Path(__file__).resolve().parent / "runner.py")
@@ -27,12 +30,16 @@ class NodeRunner:
     """Job processes on this machine, each launch in its own session (process group)."""
 
     def __init__(self, run_dir: str | Path, name: str, n_devices: int, kind: str = "cpu",
-                 die_with_agent: bool = False) -> None:
+                 die_with_agent: bool = False, telemetry_s: float = 1.0,
+                 gpu_runner: CommandRunner | None = None) -> None:
+        """``kind="nvidia"``: the node's GPUs get an MPS daemon and NVML telemetry every
+        ``telemetry_s`` seconds, their commands through ``gpu_runner`` (None: real.commands auto)."""
         self.run_dir = Path(run_dir)
         self.die_with_agent = die_with_agent  # launches die with this process (Ray node agents)
         self.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.name, self.n_devices, self.kind = name, n_devices, kind
         self.procs: dict[tuple[int, int], subprocess.Popen[bytes]] = {}
+        self.gpus = NodeGpus(self.run_dir, name, n_devices, telemetry_s, gpu_runner) if kind == "nvidia" else None
 
     def info(self) -> dict[str, object]:
         return {"name": self.name, "n_devices": self.n_devices, "kind": self.kind, "address": self.address()}
@@ -63,15 +70,18 @@ class NodeRunner:
         return {"CUDA_VISIBLE_DEVICES": "", "GPUSCHED_DEVICES": ids}
 
     def launch(self, job_id: int, launch: int, argv: list[str], env: dict[str, str], cwd: str | None,
-               local: list[int], checkpoint_dir: str) -> int:
+               local: list[int], checkpoint_dir: str, mps: MpsShare | None = None) -> int:
         """Start one launch; returns the runner's pid. The job runs as this user, without a shell
-        unless ``argv`` is one."""
+        unless ``argv`` is one. ``mps``: an MPS client of the node's daemon (NVIDIA nodes; on CPU
+        stand-ins the share reaches the job only as GPUSCHED_SM_PCT, set by the service)."""
         d = self.launch_dir(job_id, launch)
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
         Path(checkpoint_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
         wd = cwd or str(self.job_dir(job_id))
-        base = {k: v for k, v in os.environ.items() if not k.startswith("GPUSCHED_") and k not in _PLACEMENT_ENV}
-        full = {**base, **env, **self.device_env(local)}
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("GPUSCHED_", "CUDA_MPS_")) and k not in _PLACEMENT_ENV}
+        mps_env = self.gpus.mps_env(mps, len(local)) if mps is not None and self.gpus is not None else {}
+        full = {**base, **env, **mps_env, **self.device_env(local)}
         if self.die_with_agent:
             full["GPUSCHED_DIE_WITH_PARENT"] = str(os.getpid())
         with open(self.job_dir(job_id) / "log", "ab") as log:
@@ -148,12 +158,30 @@ class NodeRunner:
         """Replace this node's checkpoint folder by a packed one (before the job's launch here)."""
         unpack_dir(checkpoint_dir, data)
 
+    def running_launches(self) -> list[tuple[int, int]]:
+        """(job, launch) of every launch on this node whose process still runs, including those a
+        previous process of the service started (found by their claim files)."""
+        out = {key for key, proc in self.procs.items() if proc.poll() is None}  # claim maybe not written yet
+        for claim_file in self.run_dir.glob("jobs/*/launch-*/claim"):
+            d = claim_file.parent
+            p = self._claimed_pid(d)
+            if p is not None and _alive(*p):
+                out.add((int(d.parent.name), int(d.name.split("-", 1)[1])))
+        return sorted(out)
+
+    def close(self) -> None:
+        """Stop the telemetry; stop the MPS daemon unless a launch still runs (the next service
+        re-attaches to it). Leaves the launches running."""
+        if self.gpus is not None:
+            self.gpus.close(stop_mps=not self.running_launches())
+
     def stop_all(self) -> None:
-        """SIGKILL every launch this runner started (tests and node shutdown)."""
+        """SIGKILL every launch this runner started, then close (tests and node shutdown)."""
         for (job, launch) in list(self.procs):
             self.signal(job, launch, signal.SIGKILL)
             self.procs[(job, launch)].wait()
         self.procs.clear()
+        self.close()
 
 
 def _alive(pid: int, ticks: str) -> bool:

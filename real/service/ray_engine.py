@@ -8,7 +8,9 @@ agent die with it (a node that leaves the cluster takes its processes along), an
 requeues that node's jobs. ``ray.init(address=...)`` joins an existing cluster; without an address
 ``ray.init()`` starts an embedded one-machine cluster. Without a shared filesystem, an agent packs a
 stopped job's checkpoint folder (the tar returns through Ray's object store) and the next node's
-agent unpacks it (:mod:`real.service.checkpoints`).
+agent unpacks it (:mod:`real.service.checkpoints`). On a node of NVIDIA GPUs the agent also holds the
+node's MPS daemon (started on its first MPS launch) and samples NVML every ``telemetry_s`` into the
+node folder (:mod:`real.service.gpus`); the agent outlives the service, and so do both.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from real.service.engine import NodeInfo, NodeLost
+from real.service.gpus import MpsShare
 from real.service.node import NodeRunner
 
 DEVICES_RESOURCE = "gpusched_devices"
@@ -36,15 +39,15 @@ NODES_EVERY_S = 1.0  # choice: how often the cluster's node list is read
 class RayNodeAgent:
     """A node's job processes (a :class:`NodeRunner` on that node)."""
 
-    def __init__(self, run_dir: str, name: str, n_devices: int, kind: str) -> None:
-        self.runner = NodeRunner(run_dir, name, n_devices, kind, die_with_agent=True)
+    def __init__(self, run_dir: str, name: str, n_devices: int, kind: str, telemetry_s: float = 1.0) -> None:
+        self.runner = NodeRunner(run_dir, name, n_devices, kind, die_with_agent=True, telemetry_s=telemetry_s)
 
     def info(self) -> dict[str, object]:
         return self.runner.info()
 
     def launch(self, job_id: int, launch: int, argv: list[str], env: dict[str, str], cwd: str | None,
-               local: list[int], checkpoint_dir: str) -> int:
-        return self.runner.launch(job_id, launch, argv, env, cwd, local, checkpoint_dir)
+               local: list[int], checkpoint_dir: str, mps: MpsShare | None = None) -> int:
+        return self.runner.launch(job_id, launch, argv, env, cwd, local, checkpoint_dir, mps)
 
     def status(self, job_id: int, launch: int) -> tuple[str, int | None, bool]:
         return self.runner.status(job_id, launch)
@@ -66,6 +69,7 @@ class RayNodeAgent:
         self.runner.unpack_checkpoint(checkpoint_dir, data)
 
     def stop_all(self) -> None:
+        """Kill the node's launches, stop its telemetry and its MPS daemon."""
         self.runner.stop_all()
 
 
@@ -79,10 +83,13 @@ def node_devices(resources: dict[str, float]) -> tuple[int, str]:
 class RayEngine:
     """The engine on a Ray cluster (see the module docstring). Node names are Ray node ids (12 hex)."""
 
-    def __init__(self, out_dir: str | Path, address: str | None = None, embedded_devices: int | None = None) -> None:
+    def __init__(self, out_dir: str | Path, address: str | None = None, embedded_devices: int | None = None,
+                 telemetry_s: float = 1.0) -> None:
         """``address``: join that cluster; None: start an embedded one on this machine, with
-        ``embedded_devices`` CPU stand-in devices (None: its GPUs)."""
+        ``embedded_devices`` CPU stand-in devices (None: its GPUs). ``telemetry_s``: NVML sampling
+        period of the agents on NVIDIA nodes."""
         self.out = Path(out_dir).resolve()
+        self.telemetry_s = telemetry_s
         self.owns_ray = not ray.is_initialized()
         if self.owns_ray:
             res = {DEVICES_RESOURCE: float(embedded_devices)} if address is None and embedded_devices else None
@@ -107,7 +114,7 @@ class RayEngine:
                 self.agents[name] = RayNodeAgent.options(  # type: ignore[attr-defined]
                     name=f"gpusched-{self.tag}-{name}", lifetime="detached", get_if_exists=True,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-                ).remote(str(self.out / "nodes" / name), name, count, kind)
+                ).remote(str(self.out / "nodes" / name), name, count, kind, self.telemetry_s)
                 self.infos[name] = NodeInfo(name, count, kind, n["NodeManagerAddress"])
             alive.append(self.infos[name])
         self._alive, self._nodes_t = alive, time.monotonic()
@@ -125,8 +132,8 @@ class RayEngine:
             raise NodeLost(node) from None
 
     def launch(self, node: str, job_id: int, launch: int, argv: list[str], env: dict[str, str],
-               cwd: str | None, local: list[int], checkpoint_dir: str) -> None:
-        self._call(node, "launch", job_id, launch, argv, env, cwd, local, checkpoint_dir)
+               cwd: str | None, local: list[int], checkpoint_dir: str, mps: MpsShare | None = None) -> None:
+        self._call(node, "launch", job_id, launch, argv, env, cwd, local, checkpoint_dir, mps)
 
     def status(self, node: str, job_id: int, launch: int) -> tuple[str, int | None, bool]:
         st, rc, stopped = self._call(node, "status", job_id, launch)

@@ -10,6 +10,7 @@ from typing import Any
 from gpusched_env.atomic import write_json_atomic
 from gpusched_env.metrics import RunResult, compute_metrics, results_document
 from gpusched_env.types import JobRecord
+from real.service.gpus import read_telemetry
 from real.service.queue import JobQueue
 from real.service.serve import job_of
 
@@ -18,7 +19,10 @@ SCENARIO = "lab_cluster"
 
 def report(out_dir: str | Path, seed: int = 0) -> dict[str, Any]:
     """Write ``out_dir/results.json`` (one policy entry) and return it. Times are seconds since the
-    queue was created; cancelled jobs are left out; energy is 0 (no power telemetry is recorded)."""
+    queue was created; cancelled jobs are left out. ``energy_kwh``: the GPU energy of the NVML samples
+    in the service folder (:func:`real.service.gpus.read_telemetry`; 0 without samples, e.g. CPU
+    stand-ins); with samples, also ``nvml_utilization`` (NVML's mean SM utilisation of the GPUs
+    sampled, beside the scheduler's ``utilization``), ``nvml_gpus`` and ``nvml_samples``."""
     q = JobQueue(out_dir)
     try:
         epoch, rows, now = q.epoch(), q.jobs(), time.time()
@@ -45,7 +49,10 @@ def report(out_dir: str | Path, seed: int = 0) -> dict[str, Any]:
         span = None if len(finishes) == len(records) else now - epoch - first
     else:
         makespan, span = 0.0, None
-    m = compute_metrics(RunResult(records, max(n_gpus, 1), makespan, 0.0, busy, span_s=span))
+    tel = read_telemetry(out_dir)
+    m = compute_metrics(RunResult(records, max(n_gpus, 1), makespan, tel.energy_j if tel else 0.0, busy, span_s=span))
+    if tel is not None:
+        m.update(nvml_utilization=tel.util, nvml_gpus=float(tel.n_gpus), nvml_samples=float(tel.n_samples))
     for st in ("failed", "cancelled", "pending", "running"):
         m[f"jobs_{st}"] = float(sum(1 for r in rows if r.state == st))
     doc = results_document(SCENARIO, [seed], {policy: {"metrics": m, "per_seed": [{"seed": seed, "metrics": m}]}})

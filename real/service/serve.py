@@ -40,6 +40,7 @@ from gpusched_env.types import WHOLE_GPU, Decision, InvalidDecision, Job, Migrat
 from gpusched_env.view import ClusterView, JobProgress
 from real.service.checkpoints import MB, CheckpointStore
 from real.service.engine import Engine, LocalEngine, NodeInfo, NodeLost
+from real.service.gpus import MpsShare
 from real.service.node import EXITED, LOST, RUNNING
 from real.service.queue import ACTIVE, JobQueue, JobRow
 from real.service.spec import DEFAULT_MODEL
@@ -68,6 +69,9 @@ class ServeConfig:
     nodes: int = 1  # local engine: stand-in nodes
     devices_per_node: int = 4  # local engine: devices per node
     device_kind: str = "cpu"  # local engine: cpu (stand-ins) | nvidia
+    # choice: NVML sampling period on NVIDIA nodes (the replay samples every 0.5 s; a service runs
+    # for days, so 1 s keeps the telemetry files at ~50 bytes per GPU per second)
+    telemetry_s: float = 1.0
     poll_s: float = 0.2
     stop_signal: str = "SIGTERM"
     grace_s: float = 30.0
@@ -95,7 +99,7 @@ class ServeConfig:
             raise ConfigError(f"stop_signal: expected a signal name such as SIGTERM, got {self.stop_signal!r}")
         if not self.shared_fs and self.engine == "slurm":
             raise ConfigError("shared_fs: engine=slurm needs out_dir on a filesystem every node shares (shared_fs=true)")
-        for k in ("poll_s", "grace_s", "backoff_s", "nodes", "devices_per_node", "checkpoint_max_mb"):
+        for k in ("poll_s", "grace_s", "backoff_s", "nodes", "devices_per_node", "checkpoint_max_mb", "telemetry_s"):
             if getattr(self, k) is None or getattr(self, k) <= 0:
                 raise ConfigError(f"{k}: must be > 0, got {getattr(self, k)!r}")
 
@@ -104,12 +108,13 @@ def build_engine(cfg: ServeConfig) -> Engine:
     if cfg.engine == "ray":
         from real.service.ray_engine import RayEngine
 
-        return RayEngine(cfg.out_dir, cfg.ray_address, cfg.devices_per_node if cfg.device_kind == "cpu" else None)
+        return RayEngine(cfg.out_dir, cfg.ray_address, cfg.devices_per_node if cfg.device_kind == "cpu" else None,
+                         cfg.telemetry_s)
     if cfg.engine == "slurm":
         from real.service.slurm_engine import SlurmEngine
 
         return SlurmEngine(cfg.out_dir, cfg.partition)
-    return LocalEngine(cfg.out_dir, cfg.nodes, cfg.devices_per_node, cfg.device_kind)
+    return LocalEngine(cfg.out_dir, cfg.nodes, cfg.devices_per_node, cfg.device_kind, cfg.telemetry_s)
 
 
 def job_of(row: JobRow, epoch: float) -> Job:
@@ -651,8 +656,11 @@ class Service:
             return False
         env = {**dict(s.env), "GPUSCHED_JOB_ID": str(row.id),
                "GPUSCHED_RESTART_COUNT": str(n), "GPUSCHED_STOP_SIGNAL": self.cfg.stop_signal}
+        mps = None
         if sharing.is_mps:
             env["GPUSCHED_SM_PCT"] = f"{sharing.sm_pct:g}"
+            # the client priority follows the policy's MPS priority where it sets one, else the job's
+            mps = MpsShare(sharing.sm_pct, sharing.priority or s.priority)
         if len(names) > 1:
             addr = next(x.address for x in self.nodes if x.name == names[0])
             env.update(MASTER_ADDR=addr, MASTER_PORT=str(self.engine.free_port(names[0])), WORLD_SIZE=str(len(names)))
@@ -671,7 +679,7 @@ class Service:
             if len(names) > 1:
                 e.update(RANK=str(rank), NODE_RANK=str(rank))
             try:
-                self.engine.launch(nm, row.id, n, argv, e, s.workdir, parts[nm], ckpt)
+                self.engine.launch(nm, row.id, n, argv, e, s.workdir, parts[nm], ckpt, mps)
             except NodeLost:
                 pass  # the next poll requeues the job
             except OSError as err:

@@ -72,9 +72,10 @@ class SlurmEngine:
             return None
 
     def launch(self, node: str, job_id: int, launch: int, argv: list[str], env: dict[str, str],
-               cwd: str | None, local: list[int], checkpoint_dir: str) -> None:
+               cwd: str | None, local: list[int], checkpoint_dir: str, mps: object = None) -> None:
         """Submit this part held and release it onto ``node``; Slurm picks the GPUs inside the node
-        (``local`` gives only their count) and sets CUDA_VISIBLE_DEVICES itself."""
+        (``local`` gives only their count) and sets CUDA_VISIBLE_DEVICES itself. ``mps`` is not used:
+        on Slurm an MPS share reaches the job only as GPUSCHED_SM_PCT."""
         d = self.launch_dir(node, job_id, launch)
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
         Path(checkpoint_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
