@@ -24,6 +24,10 @@ class Schedule:
     # by the schedule's own RECV nodes (ZeroBubble's isend/irecv, zb_schedules_origin.py), so a
     # send never waits for the receiver (PipeMorph@bc31ab09, zerobubble/megatron/core/pipeline_parallel/)
     rendezvous: bool = False
+    # GPU-driven sends without rendezvous run on one NCCL stream per neighbour, in issue order with
+    # that neighbour's receives (single isend / irecv per message on a two-rank communicator,
+    # zb_schedules_origin.py fused_pipeline_ops; gpusched_env/pipeline/streams.py)
+    peer_streams: bool = False
 
     def model_for(self, model: PipelineModel) -> PipelineModel:
         """``model`` with this schedule's comm mode, backward split and receive posting."""
@@ -31,13 +35,13 @@ class Schedule:
         if self.rendezvous:
             return m
         # no Megatron batched p2p: no rendezvous, and PipeMorph's injector reads the peers right
-        return replace(m, rendezvous=False, injector_group_ranks=False)
+        return replace(m, rendezvous=False, injector_group_ranks=False, peer_streams=self.peer_streams)
 
 
 SCHEDULES: dict[str, Schedule] = {
     "gpipe": Schedule("gpipe", gpipe.COMM, gpipe.orders, split_backward=False, rendezvous=True),
     "1f1b": Schedule("1f1b", one_f_one_b.COMM, one_f_one_b.orders, split_backward=False, rendezvous=True),
-    "zb": Schedule("zb", zb.COMM, zb.orders),
+    "zb": Schedule("zb", zb.COMM, zb.orders, peer_streams=True),
     "zb_cpu": Schedule("zb_cpu", zb_cpu.COMM, zb_cpu.orders),
     "adaptra": Schedule("adaptra", adaptra.COMM, adaptra.orders, adaptive=True),
 }
