@@ -23,7 +23,7 @@ Issue order follows ZeroBubble's plan (``auto_schedule.py ilp_results``): operat
 their planned start, a send at its operation's planned end, the matching receive in the receiver's
 list at that same time (communication before computation at equal times), and a receive that
 overlaps the computation just before it is moved ahead of it. The planned times are the orders
-run on a healthy pipeline (no delay, no slowdown) with free-running sends (the plan's conditions).
+run as the planner sees the pipeline (healthy, each message ``transfer_ms`` after its operation).
 """
 
 from __future__ import annotations
@@ -40,54 +40,61 @@ INF = float("inf")
 _Item = tuple[bool, int, int]
 
 
-@lru_cache(maxsize=64)
 def issue_plan(model: PipelineModel, orders: Orders) -> tuple[tuple[tuple[_Item, ...], tuple[_Item, ...]], ...]:
     """Per stage, the (next-peer, previous-peer) stream items in issue order.
 
     A message id is ``kind * M + mb`` of the operation that *consumes* it on the receiver (F for
-    activations, B for gradients), the same code on both ends.
+    activations, B for gradients), the same code on both ends. The planned times are the orders
+    run as ZeroBubble's planner sees the pipeline (as :mod:`gpusched_env.pipeline.greedy` plans
+    it): healthy, each message ``transfer_ms`` after its operation, senders not held.
     """
+    S = model.stages
+    plan_view = replace(model, link_delay_ms=(0.0,) * (S - 1), slowdown=(1.0,) * S, comm="cpu",
+                        pcie_gb_s=float("inf"), cpu_channels=0, overhead_ms=0.0, peer_streams=False,
+                        rendezvous=False, injector_group_ranks=False, activation_limit=1 << 30)
+    return _issue_plan(plan_view, orders)
+
+
+@lru_cache(maxsize=64)
+def _issue_plan(model: PipelineModel, orders: Orders) -> tuple[tuple[tuple[_Item, ...], tuple[_Item, ...]], ...]:
     from gpusched_env.pipeline.execute import execute  # the plan's timing, no per-peer streams
 
     S, M = model.stages, model.microbatches
-    healthy = replace(model, link_delay_ms=(0.0,) * (S - 1), slowdown=(1.0,) * S, rendezvous=False,
-                      peer_streams=False, injector_group_ranks=False)
-    tl = execute(healthy, orders, record=True).timeline
-    start: dict[tuple[int, int], float] = {}
-    end: dict[tuple[int, int], float] = {}
-    for s, kind, m, a, b in tl:
-        start[s, kind * M + m] = a
-        end[s, kind * M + m] = b
-    # per stage: (time, 0 = comm / 1 = compute, tie, node); node = ("C", index) | ("S"/"R", peer, msg)
-    nodes: list[list[tuple[float, int, int, tuple]]] = [[] for _ in range(S)]
+    start = [[0.0] * (3 * M) for _ in range(S)]
+    end = [[0.0] * (3 * M) for _ in range(S)]
+    for s, kind, m, a, b in execute(model, orders, record=True).timeline:
+        start[s][kind * M + m] = a
+        end[s][kind * M + m] = b
+    # per stage: (time, 0 = comm / 1 = compute, tie, compute index or -1 send / -2 receive, code);
+    # a message's code is its consumer's (F(m) or B(m)), the same on both ends
+    progs: list[list[tuple[float, int, int, int, int]]] = [[] for _ in range(S)]
     tie = 0
     for s in range(S):
+        prog, st, en = progs[s], start[s], end[s]
         for i, code in enumerate(orders[s]):
-            nodes[s].append((start[s, code], 1, 0, ("C", i)))
-            kind, m = divmod(code, M)
-            to = s + 1 if kind == 0 else s - 1 if kind == 1 else -1
-            if not 0 <= to < S:
-                continue
-            t = end[s, code]
-            tie += 1
-            nodes[s].append((t, 0, tie, ("S", to, code)))  # the consumer's code: F(m) or B(m)
-            nodes[to].append((t, 0, tie, ("R", s, code)))
+            prog.append((st[code], 1, 0, i, code))
+            to = s + 1 if code < M else s - 1 if code < 2 * M else -1
+            if 0 <= to < S:
+                tie += 1
+                prog.append((en[code], 0, tie, -1, code))
+                progs[to].append((en[code], 0, tie, -2, code))
     out = []
     for s in range(S):
-        prog = sorted(nodes[s], key=lambda x: x[:3])
+        prog, en, order = sorted(progs[s]), end[s], orders[s]
         for i in range(1, len(prog)):  # a receive overlapping the computation before it goes first
             prev, cur = prog[i - 1], prog[i]
-            if prev[3][0] == "C" and cur[3][0] == "R" and cur[0] <= end[s, orders[s][prev[3][1]]]:
+            if cur[3] == -2 and prev[1] == 1 and cur[0] <= en[order[prev[3]]]:
                 prog[i - 1], prog[i] = cur, prev
-        nxt: list[_Item] = []
-        prv: list[_Item] = []
+        sides: tuple[list[_Item], list[_Item]] = ([], [])
         last = -1
-        for node in (x[3] for x in prog):
-            if node[0] == "C":
-                last = node[1]
-            else:
-                (nxt if node[1] == s + 1 else prv).append((node[0] == "S", node[2], last))
-        out.append((tuple(nxt), tuple(prv)))
+        for _t, _c, _tie, idx, code in prog:
+            if idx >= 0:
+                last = idx
+            elif idx == -1:  # a send: forwards go to the next stage, gradients to the previous
+                sides[0 if code < M else 1].append((True, code, last))
+            else:  # a receive: activations come from the previous stage, gradients from the next
+                sides[1 if code < M else 0].append((False, code, last))
+        out.append((tuple(sides[0]), tuple(sides[1])))
     return tuple(out)
 
 
@@ -102,115 +109,110 @@ def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bo
     S, M = model.stages, model.microbatches
     plan = issue_plan(model, orders)
     fd, bd, wd = model.durations()
-    xfer, delay = model.transfer_ms, model.link_delay_ms
-    limit = model.activation_limit
-    # compute stream
+    xfer, limit = model.transfer_ms, model.activation_limit
+    # peer streams, flat: q = 2 s (towards s + 1) and 2 s + 1 (towards s - 1)
+    items = [plan[q // 2][q % 2] for q in range(2 * S)]
+    partner = [2 * (q // 2 + 1) + 1 if q % 2 == 0 else 2 * (q // 2 - 1) for q in range(2 * S)]
+    links = (*model.link_delay_ms, 0.0)  # the last stage has no next link
+    sleep = [links[q // 2] if q % 2 == 0 else links[q // 2 - 1] if q > 1 else 0.0 for q in range(2 * S)]
+    sptr, sfree = [0] * (2 * S), [0.0] * (2 * S)
     cptr, cfree = [0] * S, [0.0] * S
-    cend = [[INF] * len(orders[s]) for s in range(S)]
-    arrive = [[INF] * (2 * M) for _ in range(S)]  # message done, by consumer code (F/B only)
+    cend = [[INF] * len(orders[s]) for s in range(S)]  # end of each stage's i-th compute op
+    arrive = [[INF] * (2 * M) for _ in range(S)]  # message done, by its consumer's code
     for m in range(M):
         arrive[0][m] = 0.0  # stage 0's forwards need no message
-        arrive[S - 1][M + m] = -1.0  # the last stage's B waits for its own F (order), not a message
+    f_end = [[INF] * M for _ in range(S)]
     act, peak, busy = [0] * S, [0] * S, [0.0] * S
     timeline: list[tuple[int, int, int, float, float]] = []
-    # peer streams: [stage][0 = next, 1 = previous]
-    sptr = [[0, 0] for _ in range(S)]
-    sfree = [[0.0, 0.0] for _ in range(S)]
 
-    def ready(s: int, side: int) -> float:
-        """When the head item of stream (s, side) can start (send: after its sleep); INF if unknown."""
-        send, _msg, dep = plan[s][side][sptr[s][side]]
-        t = sfree[s][side]
-        if dep >= 0:
-            e = cend[s][dep]
-            if e == INF:
-                return INF
-            t = t if t > e else e
-        if send:
-            t += delay[s] if side == 0 else delay[s - 1]
-        return t
-
-    def comm(s: int) -> bool:
-        """Pair the head items of stage s's streams with their peers' where both can start."""
+    def pair(q: int) -> bool:
+        """Run stream q's head items with their partners' while both can start."""
+        its, r = items[q], partner[q]
+        rits = items[r] if 0 <= r < 2 * S else ()
+        s, rs = q >> 1, r >> 1
         moved = False
-        for side in (0, 1):
-            items = plan[s][side]
-            peer, pside = (s + 1, 1) if side == 0 else (s - 1, 0)
-            while sptr[s][side] < len(items):
-                send, msg, _dep = items[sptr[s][side]]
-                pitems = plan[peer][pside]
-                if sptr[peer][pside] >= len(pitems):
+        while sptr[q] < len(its) and sptr[r] < len(rits):
+            send, msg, dep = its[sptr[q]]
+            rsend, rmsg, rdep = rits[sptr[r]]
+            if rmsg != msg or rsend == send:
+                break  # the partner's stream is still on an earlier item
+            a, b = sfree[q], sfree[r]
+            if dep >= 0:
+                e = cend[s][dep]
+                if e == INF:
                     break
-                psend, pmsg, _ = pitems[sptr[peer][pside]]
-                if pmsg != msg or psend == send:
-                    break  # the peer's stream is busy with an earlier item
-                a, b = ready(s, side), ready(peer, pside)
-                if a == INF or b == INF:
+                a = a if a > e else e
+            if rdep >= 0:
+                e = cend[rs][rdep]
+                if e == INF:
                     break
-                done = (a if a > b else b) + xfer
-                sfree[s][side] = sfree[peer][pside] = done
-                sptr[s][side] += 1
-                sptr[peer][pside] += 1
-                arrive[s if not send else peer][msg] = done
-                moved = True
+                b = b if b > e else e
+            if send:
+                a += sleep[q]
+            else:
+                b += sleep[r]
+            done = (a if a > b else b) + xfer
+            sfree[q] = sfree[r] = done
+            sptr[q] += 1
+            sptr[r] += 1
+            arrive[rs if send else s][msg] = done
+            moved = True
         return moved
 
-    def compute(s: int) -> bool:
-        order = orders[s]
-        i, t, moved = cptr[s], cfree[s], False
-        while i < len(order):
+    def compute(s: int) -> None:
+        order, ends, fe, arr = orders[s], cend[s], f_end[s], arrive[s]
+        i, t, n, last = cptr[s], cfree[s], len(order), s == S - 1
+        while i < n:
             code = order[i]
             kind, m = divmod(code, M)
-            if kind < 2:
-                at = arrive[s][code]
+            if kind == 2:
+                at = 0.0
+            elif kind == 1 and last:
+                at = fe[m]  # the last stage's B follows its own F
+            else:
+                at = arr[code]
                 if at == INF:
                     break
-                if kind == 1 and s == S - 1:
-                    at = cend_f[s][m]
-                    if at == INF:
-                        break
-            else:
-                at = 0.0
             d = fd[s] if kind == 0 else bd[s] if kind == 1 else wd[s]
             if scale is not None:
                 d *= scale[kind][s][m]
             begin = t if t > at else at
             t = begin + d
             busy[s] += d
-            cend[s][i] = t
+            ends[i] = t
             if kind == 0:
-                cend_f[s][m] = t
+                fe[m] = t
                 act[s] += 1
                 if act[s] > limit:
                     raise ValueError(f"order of stage {s} holds {act[s]} micro-batches, over activation_limit {limit}")
-                peak[s] = max(peak[s], act[s])
+                if act[s] > peak[s]:
+                    peak[s] = act[s]
             elif kind == 2:
                 act[s] -= 1
             if record:
                 timeline.append((s, kind, m, begin, t))
             i += 1
-            moved = True
         cptr[s], cfree[s] = i, t
-        return moved
 
-    cend_f = [[INF] * M for _ in range(S)]
     todo, queued = list(range(S)), [True] * S
     while todo:
         s = todo.pop()
         queued[s] = False
-        moved = compute(s)
-        while comm(s):
-            moved = True
+        moved = False
+        while True:
             compute(s)
-        if moved:
-            for nb in (s - 1, s, s + 1):
+            if not (pair(2 * s) | pair(2 * s + 1)):
+                break
+            moved = True
+        if moved:  # the partners' streams moved: their stages may go on
+            for nb in (s - 1, s + 1):
                 if 0 <= nb < S and not queued[nb]:
                     todo.append(nb)
                     queued[nb] = True
-    if any(cptr[s] < len(orders[s]) or sptr[s][0] < len(plan[s][0]) or sptr[s][1] < len(plan[s][1])
-           for s in range(S)):
+    sptr_left = any(sptr[q] < len(items[q]) for q in range(2 * S))
+    if sptr_left or any(cptr[s] < len(orders[s]) for s in range(S)):
         raise RuntimeError(f"orders deadlock on the per-peer streams (compute pointers {cptr})")
-    makespan = max(max(cfree), max(max(f) for f in sfree))
+    makespan = max(max(cfree), max(sfree))
     bubble = tuple(1.0 - b / makespan if makespan > 0 else 0.0 for b in busy)
     return IterationResult(
         iteration_ms=makespan + model.overhead_ms, makespan_ms=makespan, busy_ms=tuple(busy),

@@ -32,12 +32,14 @@ def _start(r, stage: int, kind: int, mb: int) -> float:
 
 
 def test_issue_order_follows_the_plan_with_receives_moved_ahead():
-    # The healthy plan (sender held 1 ms per send): stage 0 F0 [0,1] F1 [2,3] B0 [6,8] W0 [8,9]
-    # B1 [11,13]; stage 1 F0 [2,3] B0 [3,5] W0 [6,7] F1 [7,8] B1 [8,10]. Stage 1's receive of F1 sits
-    # at 3 = F0's end there, so it moves ahead of F0; stage 0's receives sit at 5 and 10, after
-    # the send of F1 (3) and after W0 (ends 9): no move. Items: (is_send, message, compute before).
+    # The plan's timing (each message 1 ms after its op, senders free): stage 0 F0 [0,1] F1 [1,2]
+    # B0 [6,8] W0 [8,9] B1 [10,12]; stage 1 F0 [2,3] B0 [3,5] W0 [5,6] F1 [6,7] B1 [7,9]. Stage 0's
+    # receive of B1 sits at 9 (stage 1's B1 ends), right after W0 which ends at 9: it moves ahead of
+    # W0, so it follows B0 (index 2). Its receive of B0 (at 5) follows the send of F1 (at 2): no
+    # move. Stage 1 receives F0 at 1 and F1 at 2, before F0 (comm first at equal times).
+    # Items: (is_send, message, index of the compute op issued before it).
     plan = issue_plan(_model(0.0), ORDERS)
-    assert plan[0][0] == ((True, 0, 0), (True, 1, 1), (False, 2, 1), (False, 3, 3))
+    assert plan[0][0] == ((True, 0, 0), (True, 1, 1), (False, 2, 1), (False, 3, 2))
     assert plan[1][1] == ((False, 0, -1), (False, 1, -1), (True, 2, 1), (True, 3, 4))
     assert plan[0][1] == () and plan[1][0] == ()
 
@@ -45,7 +47,7 @@ def test_issue_order_follows_the_plan_with_receives_moved_ahead():
 def test_healthy_sends_do_not_hold_the_compute_stream():
     # stage 0: F0 [0,1], F1 [1,2]; send F0 done 2, send F1 done 3. Stage 1: F0 [2,3] B0 [3,5]
     # W0 [5,6] F1 [6,7] B1 [7,9] W1 [9,10]; its B0 send meets stage 0's receive (posted after F1,
-    # stream free at 3) at 5 -> 6, B1's at 9 (stage 0's W0 ends 9) -> 10. Stage 0: B0 [6,8]
+    # stream free at 3) at 5 -> 6, B1's at 9 (posted after stage 0's B0, ends 8) -> 10. Stage 0: B0 [6,8]
     # W0 [8,9] B1 [10,12] W1 [12,13]. Holding the sender for the transfer instead gives 14.
     r = execute(_model(0.0), ORDERS, record=True)
     assert r.makespan_ms == pytest.approx(13.0)
@@ -58,8 +60,8 @@ def test_a_delayed_send_holds_what_is_queued_behind_it_on_the_peer_stream():
     # [12,22], to 23 (stage 0's compute ran F1 at [1,2] meanwhile). Stage 1: F0 [12,13] B0 [13,15]
     # W0 [15,16]; its gradient send B0 is queued behind the receive of F1 (done 23), so it sleeps
     # [23,33] and arrives at 34, not at 15 + 10 + 1 = 26 as with the sender's stream held.
-    # Stage 1: F1 [23,24] B1 [24,26]; send B1 sleeps [34,44] -> 45. Stage 0: B0 [34,36] W0 [36,37]
-    # B1 [45,47] W1 [47,48].
+    # Stage 1: F1 [23,24] B1 [24,26]; send B1 sleeps [34,44] -> 45 (stage 0 posted that receive
+    # after B0 [34,36]). Stage 0: B0 [34,36] W0 [36,37] B1 [45,47] W1 [47,48].
     r = execute(_model(10.0), ORDERS, record=True)
     assert _start(r, 1, F, 1) == pytest.approx(23.0)
     assert _start(r, 0, B, 0) == pytest.approx(34.0)
