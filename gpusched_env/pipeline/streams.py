@@ -28,6 +28,7 @@ run as the planner sees the pipeline (healthy, each message ``transfer_ms`` afte
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import replace
 from functools import lru_cache
 
@@ -57,14 +58,8 @@ def issue_plan(model: PipelineModel, orders: Orders) -> tuple[tuple[tuple[_Item,
 
 @lru_cache(maxsize=64)
 def _issue_plan(model: PipelineModel, orders: Orders) -> tuple[tuple[tuple[_Item, ...], tuple[_Item, ...]], ...]:
-    from gpusched_env.pipeline.execute import execute  # the plan's timing, no per-peer streams
-
     S, M = model.stages, model.microbatches
-    start = [[0.0] * (3 * M) for _ in range(S)]
-    end = [[0.0] * (3 * M) for _ in range(S)]
-    for s, kind, m, a, b in execute(model, orders, record=True).timeline:
-        start[s][kind * M + m] = a
-        end[s][kind * M + m] = b
+    start, end = _plan_times(model, orders)
     # per stage: (time, 0 = comm / 1 = compute, tie, compute index or -1 send / -2 receive, code);
     # a message's code is its consumer's (F(m) or B(m)), the same on both ends
     progs: list[list[tuple[float, int, int, int, int]]] = [[] for _ in range(S)]
@@ -72,30 +67,80 @@ def _issue_plan(model: PipelineModel, orders: Orders) -> tuple[tuple[tuple[_Item
     for s in range(S):
         prog, st, en = progs[s], start[s], end[s]
         for i, code in enumerate(orders[s]):
-            prog.append((st[code], 1, 0, i, code))
+            prog.append((st[i], 1, 0, i, code))
             to = s + 1 if code < M else s - 1 if code < 2 * M else -1
             if 0 <= to < S:
                 tie += 1
-                prog.append((en[code], 0, tie, -1, code))
-                progs[to].append((en[code], 0, tie, -2, code))
+                prog.append((en[i], 0, tie, -1, code))
+                progs[to].append((en[i], 0, tie, -2, code))
     out = []
     for s in range(S):
-        prog, en, order = sorted(progs[s]), end[s], orders[s]
-        for i in range(1, len(prog)):  # a receive overlapping the computation before it goes first
-            prev, cur = prog[i - 1], prog[i]
-            if cur[3] == -2 and prev[1] == 1 and cur[0] <= en[order[prev[3]]]:
-                prog[i - 1], prog[i] = cur, prev
+        en = end[s]
         sides: tuple[list[_Item], list[_Item]] = ([], [])
-        last = -1
-        for _t, _c, _tie, idx, code in prog:
+        last = before = -1  # the last compute op issued, and the one before it
+        after_compute = False  # the previous node is a computation (a receive may move ahead of it)
+        for t, _c, _tie, idx, code in sorted(progs[s]):
             if idx >= 0:
-                last = idx
+                before, last, after_compute = last, idx, True
             elif idx == -1:  # a send: forwards go to the next stage, gradients to the previous
                 sides[0 if code < M else 1].append((True, code, last))
+                after_compute = False
+            elif after_compute and t <= en[last]:  # a receive overlapping that computation goes first
+                sides[1 if code < M else 0].append((False, code, before))
             else:  # a receive: activations come from the previous stage, gradients from the next
                 sides[1 if code < M else 0].append((False, code, last))
+                after_compute = False
         out.append((tuple(sides[0]), tuple(sides[1])))
     return tuple(out)
+
+
+def _plan_times(model: PipelineModel, orders: Orders) -> tuple[list[list[float]], list[list[float]]]:
+    """Start and end of each stage's i-th operation as planned: healthy, every message
+    ``transfer_ms`` after its operation, senders never held."""
+    S, M = model.stages, model.microbatches
+    fd, bd, wd = model.durations()
+    xfer = model.transfer_ms
+    arrive = [[INF] * (2 * M) for _ in range(S)]
+    for m in range(M):
+        arrive[0][m] = 0.0
+    start = [[0.0] * len(o) for o in orders]
+    end = [[0.0] * len(o) for o in orders]
+    ptr, free = [0] * S, [0.0] * S
+    todo = deque(range(S))
+    queued = [True] * S
+    while todo:
+        s = todo.popleft()
+        queued[s] = False
+        order, arr, st, en = orders[s], arrive[s], start[s], end[s]
+        i, t, n = ptr[s], free[s], len(order)
+        first = i
+        while i < n:
+            code = order[i]
+            if code < 2 * M:
+                at = arr[code]
+                if at == INF:
+                    break
+                t = t if t > at else at
+            st[i] = t
+            t += fd[s] if code < M else bd[s] if code < 2 * M else wd[s]
+            en[i] = t
+            if code < M:
+                if s < S - 1:
+                    arrive[s + 1][code] = t + xfer
+                else:
+                    arr[M + code] = t  # the last stage's B follows its own F
+            elif code < 2 * M and s > 0:
+                arrive[s - 1][code] = t + xfer
+            i += 1
+        ptr[s], free[s] = i, t
+        if i > first:
+            for nb in (s - 1, s + 1):
+                if 0 <= nb < S and not queued[nb]:
+                    todo.append(nb)
+                    queued[nb] = True
+    if any(ptr[s] < len(orders[s]) for s in range(S)):
+        raise RuntimeError(f"orders deadlock with the plan's timing (stage pointers {ptr})")
+    return start, end
 
 
 def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bool = False):
@@ -162,41 +207,43 @@ def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bo
     def compute(s: int) -> None:
         order, ends, fe, arr = orders[s], cend[s], f_end[s], arrive[s]
         i, t, n, last = cptr[s], cfree[s], len(order), s == S - 1
+        a, pk, used = act[s], peak[s], 0.0
+        f, b, w = fd[s], bd[s], wd[s]
         while i < n:
             code = order[i]
-            kind, m = divmod(code, M)
-            if kind == 2:
-                at = 0.0
-            elif kind == 1 and last:
-                at = fe[m]  # the last stage's B follows its own F
+            if code < M:
+                at, kind, m, d = arr[code], 0, code, f
+            elif code < 2 * M:
+                m = code - M
+                at, kind, d = (fe[m] if last else arr[code]), 1, b  # the last stage's B follows its F
             else:
-                at = arr[code]
-                if at == INF:
-                    break
-            d = fd[s] if kind == 0 else bd[s] if kind == 1 else wd[s]
+                at, kind, m, d = 0.0, 2, code - 2 * M, w
+            if at == INF:
+                break
             if scale is not None:
                 d *= scale[kind][s][m]
             begin = t if t > at else at
             t = begin + d
-            busy[s] += d
+            used += d
             ends[i] = t
             if kind == 0:
                 fe[m] = t
-                act[s] += 1
-                if act[s] > limit:
-                    raise ValueError(f"order of stage {s} holds {act[s]} micro-batches, over activation_limit {limit}")
-                if act[s] > peak[s]:
-                    peak[s] = act[s]
+                a += 1
+                if a > limit:
+                    raise ValueError(f"order of stage {s} holds {a} micro-batches, over activation_limit {limit}")
+                if a > pk:
+                    pk = a
             elif kind == 2:
-                act[s] -= 1
+                a -= 1
             if record:
                 timeline.append((s, kind, m, begin, t))
             i += 1
-        cptr[s], cfree[s] = i, t
+        cptr[s], cfree[s], act[s], peak[s] = i, t, a, pk
+        busy[s] += used
 
-    todo, queued = list(range(S)), [True] * S
+    todo, queued = deque(range(S)), [True] * S
     while todo:
-        s = todo.pop()
+        s = todo.popleft()
         queued[s] = False
         moved = False
         while True:
