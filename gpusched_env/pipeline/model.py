@@ -15,7 +15,8 @@ from gpusched_env.pipeline.spec import PipelineSpec
 
 COMM_MODES: tuple[str, ...] = ("gpu", "cpu")
 """``gpu``: GPU-driven (NCCL) sends occupy the sender's stream until delivered; with ``rendezvous``
-a send also waits until the receiver posts its receive (NCCL send/recv).
+a send also waits until the receiver posts its receive (NCCL send/recv); with ``peer_streams``
+the sends run on per-peer NCCL streams instead and never hold the sender's compute stream.
 ``cpu``: CPU-delegated sends go through host memory: the sender pays a device-to-host copy, a host
 delegate sends, the receiver pays a host-to-device copy; the sender's stream never waits for the
 link (CALIBRATION.md, Adaptra)."""
