@@ -6,7 +6,7 @@ pipeline_parallel/zb_schedules_origin.py ``fused_pipeline_ops``): one ``torch.di
 a communicator and a stream of their own (pytorch/pytorch torch/csrc/distributed/c10d/
 ProcessGroupNCCL.cpp: ``pointToPoint`` keys them by ``getKeySendRecv``, "low:high" rank; newer
 releases reuse the group's communicator only when it is initialised eagerly with a device id, which
-Megatron of the artifact's era does not do), and makes that stream wait for the compute work issued
+the artifact's Megatron does not pass: zerobubble/megatron/initialize.py ``init_process_group``), and makes that stream wait for the compute work issued
 before each call. The sends are waited for only at the end of the iteration (``run``: the
 ``send_handles``); a receive is waited for by the compute operation that consumes it
 (``schedule_f`` / ``schedule_b``: ``h.wait()``). PipeMorph's injector launches its sleep on the
