@@ -64,7 +64,7 @@ def execute(model: PipelineModel, orders: Orders, scale: list[list[list[float]]]
     ``model.activation_limit`` and ``RuntimeError`` if the orders deadlock (an operation waits on one that its stage's order puts later).
     """
     if model.peer_streams and model.comm == "gpu" and not model.rendezvous:
-        from gpusched_env.pipeline.streams import execute_streams  # it times its plan with this module
+        from gpusched_env.pipeline.streams import execute_streams  # imported here: it imports this module
 
         return execute_streams(model, orders, scale, record)
     S, M = model.stages, model.microbatches

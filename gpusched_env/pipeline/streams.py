@@ -6,8 +6,8 @@ pipeline_parallel/zb_schedules_origin.py ``fused_pipeline_ops``): one ``torch.di
 a communicator and a stream of their own (pytorch/pytorch torch/csrc/distributed/c10d/
 ProcessGroupNCCL.cpp: ``pointToPoint`` keys them by ``getKeySendRecv``, "low:high" rank; newer
 releases reuse the group's communicator only when it is initialised eagerly with a device id, which
-the artifact's Megatron does not pass: zerobubble/megatron/initialize.py ``init_process_group``), and makes that stream wait for the compute work issued
-before each call. The sends are waited for only at the end of the iteration (``run``: the
+the artifact's Megatron does not pass: zerobubble/megatron/initialize.py ``init_process_group``),
+and makes that stream wait for the compute work issued before each call. The sends are waited for only at the end of the iteration (``run``: the
 ``send_handles``); a receive is waited for by the compute operation that consumes it
 (``schedule_f`` / ``schedule_b``: ``h.wait()``). PipeMorph's injector launches its sleep on the
 stream it is handed, the peer's NCCL stream, just before ``ncclSend`` (``failslow_injection.cu``).
@@ -35,6 +35,7 @@ from collections import deque
 from dataclasses import replace
 from functools import lru_cache
 
+from gpusched_env.pipeline.execute import IterationResult
 from gpusched_env.pipeline.model import PipelineModel
 from gpusched_env.pipeline.ops import Orders
 
@@ -146,14 +147,12 @@ def _plan_times(model: PipelineModel, orders: Orders) -> tuple[list[list[float]]
     return start, end
 
 
-def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bool = False):
+def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bool = False) -> IterationResult:
     """Run ``orders`` under ``model`` with per-peer streams (see the module docstring).
 
     Returns an :class:`~gpusched_env.pipeline.execute.IterationResult`; sends never hold the compute
     stream, so ``send_blocked_ms`` is 0. Raises as :func:`~gpusched_env.pipeline.execute.execute`.
     """
-    from gpusched_env.pipeline.execute import IterationResult
-
     S, M = model.stages, model.microbatches
     plan = issue_plan(model, orders)
     fd, bd, wd = model.durations()
