@@ -59,9 +59,14 @@ def execute(model: PipelineModel, orders: Orders, scale: list[list[list[float]]]
             record: bool = False) -> IterationResult:
     """Run ``orders`` under ``model``; ``scale[kind][stage][mb]`` multiplies an op's time (jitter).
 
-    Raises ``ValueError`` if an order exceeds ``model.activation_limit`` and ``RuntimeError`` if the
-    orders deadlock (an operation waits on one that its stage's order puts later).
+    With ``model.peer_streams`` (GPU-driven, no rendezvous) the per-peer stream executor of
+    :mod:`gpusched_env.pipeline.streams` runs instead. Raises ``ValueError`` if an order exceeds
+    ``model.activation_limit`` and ``RuntimeError`` if the orders deadlock (an operation waits on one that its stage's order puts later).
     """
+    if model.peer_streams and model.comm == "gpu" and not model.rendezvous:
+        from gpusched_env.pipeline.streams import execute_streams  # imported here: it imports this module
+
+        return execute_streams(model, orders, scale, record)
     S, M = model.stages, model.microbatches
     st = _State(S, M, model.cpu_channels)
     dur = model.durations()

@@ -15,7 +15,8 @@ from gpusched_env.pipeline.spec import PipelineSpec
 
 COMM_MODES: tuple[str, ...] = ("gpu", "cpu")
 """``gpu``: GPU-driven (NCCL) sends occupy the sender's stream until delivered; with ``rendezvous``
-a send also waits until the receiver posts its receive (NCCL send/recv).
+a send also waits until the receiver posts its receive (NCCL send/recv); with ``peer_streams``
+the sends run on per-peer NCCL streams instead and never hold the sender's compute stream.
 ``cpu``: CPU-delegated sends go through host memory: the sender pays a device-to-host copy, a host
 delegate sends, the receiver pays a host-to-device copy; the sender's stream never waits for the
 link (CALIBRATION.md, Adaptra)."""
@@ -51,6 +52,11 @@ class PipelineModel:
             group's communicator that batched p2p uses, where stage 2's previous stage has rank 1;
             so stage 2's gradient sends pay link 2's delay instead of link 1's
             (PipeMorph@bc31ab09 zerobubble/megatron/core/failslow_injection/failslow_injection.cu).
+        peer_streams: GPU-driven sends without rendezvous run on one NCCL stream per neighbour,
+            in issue order with that neighbour's receives; a send's delay holds the receives queued
+            behind it, never the compute stream (ZeroBubble's isend / irecv;
+            :mod:`gpusched_env.pipeline.streams`). False: the sender's compute stream is held for
+            the delay and the transfer.
         split_backward: True when W runs as its own operation (ZeroBubble family); False when the
             backward is one kernel (GPipe, 1F1B): B then takes B + W, W takes 0 and the gradient
             is sent after both.
@@ -70,6 +76,7 @@ class PipelineModel:
     rendezvous: bool = True
     cpu_channels: int = 0
     injector_group_ranks: bool = False
+    peer_streams: bool = False
 
     def __post_init__(self) -> None:
         s = self.spec.stages

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gpusched_env.pipeline import greedy
@@ -62,9 +64,16 @@ def test_cpu_delegated_sender_never_waits():
 
 def test_gpu_driven_sender_waits_for_delivery():
     delayed = PipelineModel(_spec(), link_delay_ms=link_delays(4, {1: 30.0}))
-    r = _run("zb", delayed, record=True)
+    zb = get("zb")
+    held = zb.model_for(delayed).with_conditions()
+    r = execute(replace(held, peer_streams=False), zb.orders(held), record=True)
     f1 = sorted(start for s, k, m, start, end in r.timeline if s == 1 and k == F)[:2]
     assert f1 == pytest.approx([1.0, 2.0 + 30.0])  # the second forward waits for the first send
+    # ZB's isend on its per-peer stream: the sleep [2, 32] runs there, stage 1 goes on computing
+    r = _run("zb", delayed, record=True)
+    f1 = sorted(start for s, k, m, start, end in r.timeline if s == 1 and k == F)[:2]
+    assert f1 == pytest.approx([1.0, 2.0])
+    assert min(start for s, k, m, start, end in r.timeline if s == 2 and k == F) == pytest.approx(32.0)
 
 
 @pytest.mark.parametrize("limit", [2, 3, 5])

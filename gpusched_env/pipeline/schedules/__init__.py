@@ -26,6 +26,10 @@ class Schedule:
     # by the schedule's own RECV nodes (ZeroBubble's isend/irecv, zb_schedules_origin.py), so a
     # send never waits for the receiver (PipeMorph@bc31ab09, zerobubble/megatron/core/pipeline_parallel/)
     rendezvous: bool = False
+    # GPU-driven sends without rendezvous run on one NCCL stream per neighbour, in issue order with
+    # that neighbour's receives (single isend / irecv per message on a two-rank communicator,
+    # zb_schedules_origin.py fused_pipeline_ops; gpusched_env/pipeline/streams.py)
+    peer_streams: bool = False
 
     def model_for(self, model: PipelineModel) -> PipelineModel:
         """``model`` with this schedule's comm mode, backward split and receive posting."""
@@ -33,7 +37,7 @@ class Schedule:
         if self.rendezvous:
             return m
         # no Megatron batched p2p: no rendezvous, and PipeMorph's injector reads the peers right
-        return replace(m, rendezvous=False, injector_group_ranks=False)
+        return replace(m, rendezvous=False, injector_group_ranks=False, peer_streams=self.peer_streams)
 
 
 SCHEDULES: Registry[Schedule] = Registry("schedule")
@@ -41,7 +45,7 @@ SCHEDULES.add("gpipe", Schedule("gpipe", gpipe.COMM, gpipe.orders, split_backwar
               module=gpipe.__name__)
 SCHEDULES.add("1f1b", Schedule("1f1b", one_f_one_b.COMM, one_f_one_b.orders, split_backward=False, rendezvous=True),
               module=one_f_one_b.__name__)
-SCHEDULES.add("zb", Schedule("zb", zb.COMM, zb.orders), module=zb.__name__)
+SCHEDULES.add("zb", Schedule("zb", zb.COMM, zb.orders, peer_streams=True), module=zb.__name__)
 SCHEDULES.add("zb_cpu", Schedule("zb_cpu", zb_cpu.COMM, zb_cpu.orders), module=zb_cpu.__name__)
 SCHEDULES.add("adaptra", Schedule("adaptra", adaptra.COMM, adaptra.orders, adaptive=True), module=adaptra.__name__)
 

@@ -1,6 +1,7 @@
 """ZeroBubble (Qi et al., ICLR'24), as the Adaptra authors run it: B and W split, the warm-up +
 B > F > W list scheduler with the default warm-up 2(S-1-s)+1, planned once for a healthy pipeline
-(no link delay, no slowdown) and then run unchanged. Sends are GPU-driven (NCCL).
+(no link delay, no slowdown) and then run unchanged. Sends are GPU-driven (NCCL), one isend / irecv
+per message on per-peer streams (:mod:`gpusched_env.pipeline.streams`).
 """
 
 from __future__ import annotations
