@@ -66,7 +66,7 @@ def packed_gpus(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet 
         if c == 0:
             break
         take = min(c, n - len(out))
-        out.extend(int(g) for g in idx[pos[k] : pos[k] + take])
+        out.extend(idx[pos[k] : pos[k] + take].tolist())
         if len(out) == n:
             break
     return tuple(sorted(out))
