@@ -124,8 +124,10 @@ def pm_first_gpus(cand: np.ndarray, n: int, level: np.ndarray, gpu_node: np.ndar
     nd = gpu_node[cand]
     group = nd.astype(np.int64) * (int(lv.max()) + 1) + lv
     score = np.abs(np.bincount(group)[group] - n)  # |candidates sharing the GPU's (node, level) - n|
-    order = np.lexsort((cand, score, lv))
-    return _as_set(cand[order[:n]])
+    key = lv * (cand.size + n + 1) + score  # (level, score) as one integer (score <= cand.size + n)
+    if n == 1:
+        return (int(cand[int(np.argmin(key))]),)  # the first minimum: the lowest id on ties
+    return _as_set(cand[np.argsort(key, kind="stable")[:n]])  # stable: ids ascending on ties
 
 
 class PMFirstPlacement:
