@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from baselines.ordering import FifoOrder
-from baselines.placement import PMFirstPlacement, pm_first_gpus
+from baselines.placement import MEMO_MAX, PMFirstPlacement, pm_first_gpus
 from baselines.scheduler import QueueScheduler
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.types import PERF_CLASSES, Job
@@ -219,10 +219,10 @@ class PALPlacement:
     """PAL's locality x variability placement (module docstring).
 
     A placement is a pure function of the job's class and GPU count, its eligible GPUs and the
-    clustered factors; the last :data:`_MEMO_MAX` results are remembered by (class, count, eligible
-    mask) for the current factors and topology. A non-sticky round places a long prefix again
-    from the same free GPUs, so the same inputs recur (about a third of the calls on the Philly
-    trace)."""
+    clustered factors; the last :data:`baselines.placement.MEMO_MAX` results are remembered by
+    (class, count, eligible mask) for the current factors and topology. A non-sticky round places
+    a long prefix again from the same free GPUs, so the same inputs recur (about a third of the
+    calls on the Philly trace)."""
 
     deterministic = True
 
@@ -244,7 +244,7 @@ class PALPlacement:
         if key in memo:
             return memo[key]
         gpus = self._place(factors.classes[job.class_index], job.num_gpus, eligible, ctx)
-        if len(memo) >= _MEMO_MAX:
+        if len(memo) >= MEMO_MAX:
             memo.clear()
         memo[key] = gpus
         return gpus
@@ -271,9 +271,6 @@ class PALPlacement:
             if most[e.level] >= n:  # some node holds n
                 return _best_within_node(cand, lv, nodes, cum, e.level, n)
         return None
-
-
-_MEMO_MAX = 4096  # choice: placements remembered per PALPlacement (a few MB of masks)
 
 
 def _best_within_node(cand: np.ndarray, lv: np.ndarray, nodes: np.ndarray, cum: np.ndarray, cap: int, n: int) -> GpuSet:

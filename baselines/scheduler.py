@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -63,6 +63,19 @@ def _arrival(job: Job) -> tuple[float, int]:
 
 def _first(item: tuple[Key, Job]) -> Key:
     return item[0]
+
+
+def _merge(first: list[tuple[Key, Job]], second: Iterable[tuple[Key, Job]]) -> Iterator[Job]:
+    """The jobs of two key-sorted (key, job) sequences in key order, lazily (keys are distinct:
+    every key ends with the job id)."""
+    i, n = 0, len(first)
+    for k, job in second:
+        while i < n and first[i][0] < k:
+            yield first[i][1]
+            i += 1
+        yield job
+    for _, job in first[i:]:
+        yield job
 
 
 class _PendingOrder:
@@ -323,8 +336,7 @@ class QueueScheduler:
         elif self._cache is not None:
             # the queue is kept in key order: merge it lazily with the (few) running jobs
             keyed_run = sorted(((key(view, j), j) for j in run_jobs), key=_first)
-            merged = heapq.merge(keyed_run, self._cache.keyed_pending(view), key=_first)
-            selected = self._select((j for _, j in merged), capacity)
+            selected = self._select(_merge(keyed_run, self._cache.keyed_pending(view)), capacity)
         else:
             active = run_jobs + list(view.pending)
             active.sort(key=lambda j: key(view, j))

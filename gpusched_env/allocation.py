@@ -269,7 +269,7 @@ class ClusterState:
         resident, jobs, used = self.resident, self.jobs, set()
         min_mem = self.topology.min_gpu_mem_gb
         for d in decisions:
-            if type(d) is Preempt:
+            if isinstance(d, Preempt):
                 continue
             if jobs[d.job_id].mem_gb > min_mem:
                 return False
