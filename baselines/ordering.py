@@ -9,7 +9,7 @@ A key maps ``(view, job)`` to a tuple; smaller sorts first. Every key ends with
   the simulator knows it, a real scheduler would not). Unknown models count 1 s per iteration.
 - :class:`SrtfOrder` — remaining work = ``view.progress(id).remaining_iters`` x base iteration time
   (**oracle**, documented).
-- :class:`LasOrder` — least attained service: ``view.progress(id).attained_gpu_s`` (GPU-seconds).
+- :class:`LasOrder` — least attained service: ``view.attained_gpu_s(id)`` (GPU-seconds).
 - :class:`TiresiasOrder` — discretised two-queue LAS (Tiresias' 2D-LAS with two queues): queue 0
   while attained GPU-seconds < ``threshold_gpu_s`` (default 3600 GPU-s, a documented choice,
   config parameter), queue 1 after; FIFO (arrival) within a queue.
@@ -88,7 +88,7 @@ class LasOrder:
     is_arrival_order = False
 
     def __call__(self, view: ClusterView, job: Job) -> Key:
-        return (view.progress(job.job_id).attained_gpu_s, job.arrival_s, job.job_id)
+        return (view.attained_gpu_s(job.job_id), job.arrival_s, job.job_id)
 
 
 class TiresiasOrder:
@@ -105,6 +105,6 @@ class TiresiasOrder:
         self.threshold_gpu_s = float(threshold_gpu_s)
 
     def __call__(self, view: ClusterView, job: Job) -> Key:
-        attained = view.progress(job.job_id).attained_gpu_s
+        attained = view.attained_gpu_s(job.job_id)
         queue = 0.0 if attained < self.threshold_gpu_s else 1.0
         return (queue, job.arrival_s, job.job_id)

@@ -66,19 +66,43 @@ def packed_gpus(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet 
         if c == 0:
             break
         take = min(c, n - len(out))
-        out.extend(int(g) for g in idx[pos[k] : pos[k] + take])
+        out.extend(idx[pos[k] : pos[k] + take].tolist())
         if len(out) == n:
             break
     return tuple(sorted(out))
 
 
+MEMO_MAX = 4096
+"""choice: results a deterministic placement remembers by input (a few MB of masks)."""
+
+
 class PackedPlacement:
-    """Packed (consolidated) placement; see :func:`packed_gpus`."""
+    """Packed (consolidated) placement; see :func:`packed_gpus`.
+
+    A pure function of the GPU count, the eligible mask and the node layout, so the last
+    :data:`MEMO_MAX` results are remembered by (count, mask) for the current layout (the same free
+    GPUs recur: a preemptive round frees and fills the same GPUs again and again)."""
 
     deterministic = True
 
+    def __init__(self) -> None:
+        self._memo: dict[tuple[int, bytes], GpuSet | None] = {}
+        self._memo_of: np.ndarray | None = None  # the node layout (node_first) of the memo
+
     def place(self, job: Job, ctx: PlacementContext) -> GpuSet | None:
-        return packed_gpus(ctx.eligible(job), job.num_gpus, ctx.node_first)
+        eligible = ctx.eligible(job)
+        memo = self._memo
+        if self._memo_of is not ctx.node_first:
+            memo.clear()
+            self._memo_of = ctx.node_first
+        key = (job.num_gpus, eligible.tobytes())
+        if key in memo:
+            return memo[key]
+        gpus = packed_gpus(eligible, job.num_gpus, ctx.node_first)
+        if len(memo) >= MEMO_MAX:
+            memo.clear()
+        memo[key] = gpus
+        return gpus
 
 
 class SpreadPlacement:
@@ -124,8 +148,10 @@ def pm_first_gpus(cand: np.ndarray, n: int, level: np.ndarray, gpu_node: np.ndar
     nd = gpu_node[cand]
     group = nd.astype(np.int64) * (int(lv.max()) + 1) + lv
     score = np.abs(np.bincount(group)[group] - n)  # |candidates sharing the GPU's (node, level) - n|
-    order = np.lexsort((cand, score, lv))
-    return _as_set(cand[order[:n]])
+    key = lv * (cand.size + n + 1) + score  # (level, score) as one integer (score <= cand.size + n)
+    if n == 1:
+        return (int(cand[int(np.argmin(key))]),)  # the first minimum: the lowest id on ties
+    return _as_set(cand[np.argsort(key, kind="stable")[:n]])  # stable: ids ascending on ties
 
 
 class PMFirstPlacement:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -63,6 +63,19 @@ def _arrival(job: Job) -> tuple[float, int]:
 
 def _first(item: tuple[Key, Job]) -> Key:
     return item[0]
+
+
+def _merge(first: list[tuple[Key, Job]], second: Iterable[tuple[Key, Job]]) -> Iterator[Job]:
+    """The jobs of two key-sorted (key, job) sequences in key order, lazily (keys are distinct:
+    every key ends with the job id)."""
+    i, n = 0, len(first)
+    for k, job in second:
+        while i < n and first[i][0] < k:
+            yield first[i][1]
+            i += 1
+        yield job
+    for _, job in first[i:]:
+        yield job
 
 
 class _PendingOrder:
@@ -141,40 +154,49 @@ class _PendingOrder:
 
 
 class _RoundOutcome:
-    """The cluster state a round's decisions lead to (for the idle-round check)."""
+    """The cluster state a round's decisions lead to (for the idle-round check).
 
-    __slots__ = ("pending", "running", "up", "slowdown")
+    The queue is compared by counts, not by ids (its length can be in the thousands): a job leaves
+    the queue only by a start, and every job that enters it is logged in ``view.enqueued``. So when
+    the log holds exactly the entries the round's preemptions add and the queue is as long as
+    predicted, no job entered since, none left but by the round's starts, and the queue is the one
+    predicted."""
+
+    __slots__ = ("n_pending", "n_enqueued", "running", "up", "slowdown")
 
     def __init__(
-        self, pending: frozenset[int], running: dict[int, GpuSet], up: bytes, slowdown: np.ndarray
+        self, n_pending: int, n_enqueued: int, running: dict[int, GpuSet], up: bytes, slowdown: np.ndarray
     ) -> None:
-        self.pending, self.running, self.up, self.slowdown = pending, running, up, slowdown
+        self.n_pending, self.n_enqueued = n_pending, n_enqueued
+        self.running, self.up, self.slowdown = running, up, slowdown
 
     @classmethod
     def after(cls, view: ClusterView, decisions: list[Decision]) -> _RoundOutcome:
         running = {jid: tuple(a.gpus) for jid, a in view.running.items()}
-        pending = {j.job_id for j in view.pending}
+        n_pending, n_enqueued = len(view.pending), len(view.enqueued)
         for d in decisions:
             if isinstance(d, Preempt):
                 del running[d.job_id]
-                pending.add(d.job_id)
+                n_pending += 1
+                n_enqueued += 1
             else:  # Start or Migrate
+                if d.job_id not in running:
+                    n_pending -= 1
                 running[d.job_id] = tuple(d.gpus)
-                pending.discard(d.job_id)
-        return cls(frozenset(pending), running, np.asarray(view.up).tobytes(), np.array(view.slowdown))
+        up, slowdown = np.asarray(view.up).tobytes(), np.array(view.slowdown)
+        return cls(n_pending, n_enqueued, running, up, slowdown)
 
     def matches(self, view: ClusterView) -> bool:
         running = view.running
-        pend = view.pending
-        if len(running) != len(self.running) or len(pend) != len(self.pending):
+        if len(running) != len(self.running) or len(view.pending) != self.n_pending:
+            return False
+        if len(view.enqueued) != self.n_enqueued:
             return False
         mine = self.running
         for jid, alloc in running.items():
             g = mine.get(jid)
             if g is None or tuple(alloc.gpus) != g:
                 return False
-        if any(j.job_id not in self.pending for j in pend):
-            return False
         if np.asarray(view.up).tobytes() != self.up:
             return False
         s = view.slowdown
@@ -314,8 +336,7 @@ class QueueScheduler:
         elif self._cache is not None:
             # the queue is kept in key order: merge it lazily with the (few) running jobs
             keyed_run = sorted(((key(view, j), j) for j in run_jobs), key=_first)
-            merged = heapq.merge(keyed_run, self._cache.keyed_pending(view), key=_first)
-            selected = self._select((j for _, j in merged), capacity)
+            selected = self._select(_merge(keyed_run, self._cache.keyed_pending(view)), capacity)
         else:
             active = run_jobs + list(view.pending)
             active.sort(key=lambda j: key(view, j))
@@ -325,11 +346,13 @@ class QueueScheduler:
         if self.placement_order is not None:
             selected.sort(key=self.placement_order)
 
-        n_res = np.array(view.n_resident, dtype=np.int64)
-        releasing = preempt if self.sticky else list(running)
-        for jid in releasing:
-            n_res[list(running[jid].gpus)] -= 1
-        ctx = PlacementContext(view, up & (n_res == 0))
+        if self.sticky:  # the GPUs of the preempted jobs are free again
+            n_res = np.array(view.n_resident, dtype=np.int64)
+            for jid in preempt:
+                n_res[list(running[jid].gpus)] -= 1
+            ctx = PlacementContext(view, up & (n_res == 0))
+        else:  # every running job releases its GPUs: every up GPU is free
+            ctx = PlacementContext(view, up)
 
         placed: dict[int, GpuSet] = {}
         replay = self._replay_from(ctx, view)

@@ -260,26 +260,31 @@ class ClusterState:
                 applied.started.append(d.job_id)
         return applied
 
-    def _exclusive_starts_fit(self, decisions: list[Decision]) -> bool:
-        """Fast capacity check for the common batch: starts only, one job per GPU, every GPU
-        free and used once, no job needing more memory than the smallest GPU has. False means
-        "not shown here", not "invalid": the full check then decides."""
-        if self.max_jobs_per_gpu != 1:
-            return False
-        free, used = self.free_mask, set()
+    def _one_tenant_fit(self, decisions: list[Decision]) -> bool:
+        """Fast capacity check for the common batch: every GPU a job joins is used once in the batch
+        and holds no job that stays (all its residents leave in this batch), and no joining job needs
+        more memory than the smallest GPU has. Each such GPU then holds one job: count, memory and
+        sharing rules hold. False means "not shown here", not "invalid": the full check then decides."""
+        leaving = {d.job_id for d in decisions if type(d) is not Start}
+        resident, jobs, used = self.resident, self.jobs, set()
         min_mem = self.topology.min_gpu_mem_gb
         for d in decisions:
-            if type(d) is not Start or self.jobs[d.job_id].mem_gb > min_mem:
+            if isinstance(d, Preempt):
+                continue
+            if jobs[d.job_id].mem_gb > min_mem:
                 return False
             for g in d.gpus:
-                if g in used or not free[g]:
+                if g in used:
                     return False
+                for j in resident[g]:
+                    if j not in leaving:
+                        return False
                 used.add(g)
         return True
 
     def _check_capacity(self, decisions: list[Decision]) -> None:
         """Check per-GPU job count, memory and sharing on the state the batch would leave."""
-        if self._exclusive_starts_fit(decisions):
+        if self._one_tenant_fit(decisions):
             return
         dn: dict[int, int] = {}
         dmem: dict[int, float] = {}

@@ -32,7 +32,7 @@ class ClusterView:
     e.g. from a variability profiling run; the backend's true speeds may differ.
     """
 
-    __slots__ = ("_state", "now", "slowdown", "_progress", "_power_w", "_util")
+    __slots__ = ("_state", "now", "slowdown", "_progress", "_power_w", "_util", "_attained")
 
     # Arrays passed in should already be read-only views (see :func:`readonly`): the view keeps them
     # as they are, so building a view costs no copies.
@@ -45,6 +45,7 @@ class ClusterView:
         progress: Callable[[int], JobProgress],
         gpu_power_w: np.ndarray | None = None,
         gpu_util: np.ndarray | None = None,
+        attained: Callable[[int], float] | None = None,
     ) -> None:
         self._state = state
         self.now = now
@@ -53,6 +54,7 @@ class ClusterView:
         n = state.topology.n_gpus
         self._power_w = gpu_power_w if gpu_power_w is not None else readonly(np.zeros(n))
         self._util = gpu_util if gpu_util is not None else readonly(np.zeros(n))
+        self._attained = attained  # optional fast path of progress(id).attained_gpu_s
 
     @property
     def topology(self) -> Topology:
@@ -141,3 +143,10 @@ class ClusterView:
 
     def progress(self, job_id: int) -> JobProgress:
         return self._progress(job_id)
+
+    def attained_gpu_s(self, job_id: int) -> float:
+        """``progress(job_id).attained_gpu_s`` (the same value; cheaper where the backend provides it:
+        LAS and Tiresias key every running job by it at every round)."""
+        if self._attained is not None:
+            return self._attained(job_id)
+        return self._progress(job_id).attained_gpu_s

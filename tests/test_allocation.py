@@ -102,3 +102,17 @@ def test_sharing_modes_checked_per_gpu():
 def test_bad_sharing_named(kwargs, field):
     with pytest.raises(ValueError, match=field):
         Sharing(**kwargs)
+
+
+def test_one_tenant_fast_path_takes_freed_gpus_and_leaves_staying_tenants_to_the_full_check():
+    # max 2 jobs per GPU: a preemption and a start on the freed GPUs pass (each GPU then holds one job)
+    s = state()
+    s.apply([Start(1, (0,), Sharing("exclusive"))], 0.0)
+    s.apply([Preempt(1), Start(0, (0, 1))], 1.0)
+    assert s.running[0].gpus == (0, 1) and 1 not in s.running
+    assert s.resident[0] == [0] and s.n_resident.tolist() == [1, 1, 0, 0, 0, 0]
+    # an exclusive tenant that stays on GPU 0: the start there must still be refused
+    s = state()
+    s.apply([Start(1, (0,), Sharing("exclusive"))], 0.0)
+    with pytest.raises(InvalidDecision, match="sharing-exclusive"):
+        s.apply([Start(0, (0, 1))], 1.0)

@@ -164,3 +164,20 @@ def test_idle_policy_is_deadlocked_by_the_shared_stall_rule():
 def test_complete_run_has_no_deadlock_metric():
     sim, res = run(StrictFifo())
     assert not sim.deadlocked and "deadlocked" not in compute_metrics(res)
+
+
+def test_view_attained_service_by_hand():
+    """``view.attained_gpu_s`` is ``progress().attained_gpu_s``: J0 (1 GPU) runs from 0, J1 waits."""
+    seen: dict[float, dict[int, float]] = {}
+
+    class Recording(StrictFifo):
+        def decide(self, view):
+            ids = list(view.running) + [j.job_id for j in view.pending]
+            for jid in ids:
+                assert view.attained_gpu_s(jid) == view.progress(jid).attained_gpu_s
+            seen[view.now] = {jid: view.attained_gpu_s(jid) for jid in ids}
+            return super().decide(view)
+
+    run(Recording())
+    assert seen[20.0] == {0: 20.0, 1: 0.0, 2: 0.0}  # 20 s x 1 GPU; the queued jobs have none
+    assert seen[1000 * T] == pytest.approx({1: 0.0, 2: 0.0})  # J0 finished: only the queue left

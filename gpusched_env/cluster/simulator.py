@@ -234,7 +234,7 @@ class Simulator:
             p = self.power
             self._ro = (readonly(self.visible_slowdown), readonly(p.gpu_power), readonly(p.gpu_util))
         slow, power, util = self._ro
-        return ClusterView(self.state, self.env.now, slow, self.progress, power, util)
+        return ClusterView(self.state, self.env.now, slow, self.progress, power, util, self.attained_gpu_s)
 
     def apply(self, decisions: list[Decision]) -> None:
         now = self.env.now
@@ -266,6 +266,13 @@ class Simulator:
             rate = 1.0 / run.iter_s
         rec = self.records[job_id]
         return JobProgress(done, max(0.0, job.work_iters - done), attained, rate, rec.restarts)
+
+    def attained_gpu_s(self, job_id: int) -> float:
+        """``progress(job_id).attained_gpu_s`` without the rest (the same float)."""
+        run = self.runs.get(job_id)
+        if run is None:
+            return self.attained[job_id]
+        return self.attained[job_id] + (self.env.now - run.last_t) * self.state.jobs[job_id].num_gpus
 
     def _settle(self, job_id: int, now: float) -> None:
         """Bring a running job's progress, service and energy up to ``now``."""

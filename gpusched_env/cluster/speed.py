@@ -17,6 +17,7 @@ slow link, a straggling GPU or a shared GPU.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Protocol
@@ -102,11 +103,18 @@ class DataParallelSpeed:
         whole = not alloc.sharing.is_mps
         if len(gpus) == 1 and whole and len(resident[gpus[0]]) == 1:
             return base * self._slow[gpus[0]][c]  # one GPU: no locality term
-        if whole and all(len(resident[g]) == 1 for g in gpus):  # alone on each GPU
+        if whole:  # alone on each GPU: the largest slowness from the lists (one plain loop)
             slow = self._slow
-            worst = max(slow[g][c] for g in gpus)
-        else:
-            worst = max(self.slowness(job, g) for g in gpus)
+            worst = -math.inf
+            for g in gpus:
+                if len(resident[g]) != 1:
+                    break
+                s = slow[g][c]
+                if s > worst:
+                    worst = s
+            else:
+                return base * worst * mult + comm_s
+        worst = max(self.slowness(job, g) for g in gpus)
         return base * worst * mult + comm_s
 
     def slowness(self, job: Job, g: int) -> float:

@@ -128,3 +128,18 @@ def test_pal_placement_walks_lv_order():
     # N = 1 and N > GPUs per node use PM-First over all eligible GPUs
     assert pal.place(job(1, 1), ctx) == (1,)  # fast, alone of its level on node 0 (best fit)
     assert pal.place(job(2, 6), ctx) is not None
+
+
+def test_pal_placement_memo_follows_mask_and_factors():
+    s = make_state(3, 4)
+    sd = np.full((12, 4), 1.2)
+    sd[[0, 1, 4], 0] = 1.0  # class A: node 0 = F F S S, node 1 = F S S S, node 2 = S S S S
+    pal, j = PALPlacement(_FactorSource(2, 3.0, 1.7)), job(0, 2)
+    ctx = PlacementContext(make_view(s, slowdown=sd), np.ones(12, dtype=bool))
+    assert pal.place(j, ctx) == (0, 1)
+    ctx.take((0,))
+    assert pal.place(j, ctx) == (4, 5)  # another eligible mask: placed again, not remembered
+    # the same cluster, job and mask under other factors (node 2 now holds the fast GPUs): placed again
+    sd2 = np.full((12, 4), 1.2)
+    sd2[8:, 0] = 1.0
+    assert pal.place(j, PlacementContext(make_view(s, slowdown=sd2), np.ones(12, dtype=bool))) == (8, 9)

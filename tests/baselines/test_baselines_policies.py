@@ -247,3 +247,23 @@ def test_fifo_nothing_fits_returns_nothing():
     for i in range(1, 2000):
         s.submit(job(i, 512, float(i)))
     assert get_policy("fifo").decide(make_view(s, 1.0)) == []
+
+
+def test_idle_round_check_sees_an_arrival():
+    """After a round, the same state gives no decision at once; a job entering the queue is seen
+    (the check compares the queue by its length and the enqueue log)."""
+    from baselines.ordering import FifoOrder
+    from baselines.placement import PackedPlacement
+    from baselines.scheduler import QueueScheduler
+
+    p = QueueScheduler("r", FifoOrder(), PackedPlacement(), preemptive=True, round_s=10.0,
+                       head_of_line=False, events=False)
+    s = make_state(1, 3)
+    s.submit(job(0, 2))
+    s.submit(job(1, 2))
+    assert step(p, s, make_view(s, 0.0)) == [Start(0, (0, 1))]  # job 1 does not fit beside it
+    assert p._memo is not None and p._memo.matches(make_view(s, 10.0))
+    assert step(p, s, make_view(s, 10.0)) == []
+    s.submit(job(2, 1))
+    assert not p._memo.matches(make_view(s, 20.0))
+    assert step(p, s, make_view(s, 20.0)) == [Start(2, (2,))]
