@@ -6,7 +6,7 @@ At each ``decide(view)`` it builds the same observation and mask as the env
 and takes the model's actions until "done" or until nothing valid is left, returning the batch
 (v0: starts; v1: starts, migrations, preemptions). Its decision points are the env's: every event
 plus a tick every ``round_s`` seconds; a v1 policy keeps the env's round clock
-(:class:`gpusched_env.envs.cluster_v1.RoundClock`, shown every call), so its preemptions fall on
+(:class:`gpusched_env.rounds.RoundClock`, shown every call), so its preemptions fall on
 the same round points. The env id and arguments the model was trained with travel inside
 ``model.zip`` (member ``gpusched_env.json``), so the file alone is enough; :func:`describe_agent`
 says which env and whether the model saw job lengths (``clairvoyant``).
@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from gpusched_env.config_util import ConfigError
-from gpusched_env.envs.cluster_v1 import RoundClock
 from gpusched_env.envs.observe import DecisionBuilder, JobCache, obs_size
 from gpusched_env.envs.options import OptionSet, pal_params
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
 from gpusched_env.envs.tokens import pad_mask, to_tokens, window_action
+from gpusched_env.rounds import RoundClock
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Decision
 from gpusched_env.view import ClusterView

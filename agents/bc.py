@@ -88,7 +88,7 @@ def decide_at(policy: Policy, view: ClusterView, is_round: bool) -> list[Decisio
 
     if isinstance(policy, QueueScheduler) and policy.round_s is not None:
         if is_round:
-            policy._last_round = view.now
+            policy._clock.last = view.now
             return policy._round(view)
         return policy._fill(view)
     return policy.decide(view)

@@ -36,9 +36,10 @@ when the view still shows exactly that state (no arrival, completion, failure or
 
 Round detection: the backend calls ``decide`` every ``round_s`` seconds and, if ``events`` is True,
 at events too. A call is a round when at least ``round_s`` (minus 1 ms) has passed since the last
-round (the first call is a round). With ``events=True`` the calls between rounds run a fill-only
-pass: pending jobs in key order onto free GPUs, no preemption (so arrivals and freed GPUs are used
-before the next round). With ``events=False`` every call is a round.
+round (the first call is a round): :class:`gpusched_env.rounds.RoundClock`, the rule Cluster-v1
+uses too. With ``events=True`` the calls between rounds run a fill-only pass: pending jobs in key
+order onto free GPUs, no preemption (so arrivals and freed GPUs are used before the next round).
+With ``events=False`` every call is a round.
 """
 
 from __future__ import annotations
@@ -51,10 +52,9 @@ import numpy as np
 
 from baselines.ordering import Key, OrderKey
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
+from gpusched_env.rounds import RoundClock
 from gpusched_env.types import Decision, Job, Migrate, Preempt, Start
 from gpusched_env.view import ClusterView
-
-_EPS_S = 1e-3
 
 
 def _arrival(job: Job) -> tuple[float, int]:
@@ -234,7 +234,7 @@ class QueueScheduler:
         self.head_of_line = head_of_line
         self.events = events
         self.placement_order = placement_order
-        self._last_round: float | None = None
+        self._clock = RoundClock(round_s)
         pending_static = getattr(order, "pending_static", order.static)
         self._cache = _PendingOrder(order) if pending_static and not order.is_arrival_order else None
         self._memo_ok = bool(order.static and getattr(placement, "deterministic", False))
@@ -249,8 +249,7 @@ class QueueScheduler:
         if self.round_s is None:
             return self._fill(view)
         now = view.now
-        if not self.events or self._last_round is None or now >= self._last_round + self.round_s - _EPS_S:
-            self._last_round = now
+        if not self.events or self._clock.tick(now):
             return self._round(view)
         return self._fill(view)
 

@@ -10,30 +10,8 @@ from gymnasium import spaces
 from gpusched_env.envs.cluster import ClusterEnv
 from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
+from gpusched_env.rounds import ROUND_EPS_S, RoundClock  # noqa: F401  (re-exported)
 from gpusched_env.scenario import Scenario
-
-ROUND_EPS_S = 1e-3
-"""A decision point is a round point when at least ``round_s`` minus this has passed since the last
-one (the rule of :class:`baselines.scheduler.QueueScheduler`, so the heuristics' rounds and the
-env's coincide)."""
-
-
-class RoundClock:
-    """The round rule shared by the env and the agent adapter: the first decision point is a round
-    point, then the first one at least ``round_s`` (minus 1 ms) after the last round point. Every
-    candidate decision point is shown to it, including those the env passes over, exactly as a
-    round-based heuristic is called at every one. ``round_s=None``: every point is a round point."""
-
-    def __init__(self, round_s: float | None) -> None:
-        self.round_s = None if round_s is None else float(round_s)
-        self.last: float | None = None
-
-    def tick(self, now: float) -> bool:
-        r = self.round_s
-        if r is None or self.last is None or now >= self.last + r - ROUND_EPS_S:
-            self.last = now
-            return True
-        return False
 
 
 class ClusterV1Env(ClusterEnv):
