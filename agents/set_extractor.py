@@ -134,7 +134,8 @@ class SetPolicy(MaskableActorCriticPolicy):
         dist = self.get_distribution(observation, action_masks)
         if not deterministic:
             return dist.get_actions(deterministic=False)
-        logits = dist.distribution.logits  # type: ignore[union-attr]  (masked: -inf-like where invalid)
+        logits = dist.distribution.logits  # type: ignore[union-attr]
+        # (masked logits are -1e8 in sb3-contrib: far below any real score)
         valid = logits > -1e7
         return torch.as_tensor([two_level_mode(row.numpy(), ok.numpy()) for row, ok in zip(logits, valid, strict=True)],
                                dtype=torch.long)
