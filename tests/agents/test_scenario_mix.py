@@ -100,3 +100,11 @@ def test_draws_follow_the_seed_sequence_and_cover_the_variants():
 def test_a_flat_model_needs_one_node_count():
     with pytest.raises(ConfigError, match="'n3' gives observation"):
         _mix(0, False)
+
+
+def test_robustness_evaluates_on_twelve_windows_by_default():
+    from pathlib import Path
+
+    from studies.robustness import Study
+
+    assert Study([], [], Path("out")).seeds == list(range(12))
