@@ -8,6 +8,10 @@ here and the evaluation it got (the command and its table). ``make agents`` retr
 
     python -m agents.pretrained list
     python -m agents.pretrained train [NAME ...] [--out runs/pretrained]   # what `make agents` runs
+    python -m agents.pretrained ship RUN_DIR/model.zip NAME               # write agents/pretrained/NAME.zip
+
+A shipped file holds the trained weights and the env arguments, not the optimizer's moments (a fresh
+optimizer state instead: the file is a third of the size; resuming training from it is not the run's).
 """
 
 from __future__ import annotations
@@ -79,6 +83,30 @@ def same_weights(a: str | Path, b: str | Path) -> float:
     return max((float((pa[k] - pb[k]).abs().max()) for k in pa), default=0.0)
 
 
+def ship(src: str | Path, name: str) -> Path:
+    """``src`` (a gpusched-train model.zip) as ``NAME.zip`` here: same weights and env arguments, a fresh
+    optimizer state, members compressed."""
+    import tempfile
+    import zipfile
+
+    from agents.adapter import META_MEMBER, load_model, read_meta, write_meta
+
+    meta = read_meta(src)
+    model = load_model(src, meta.get("algo"))
+    pol = model.policy
+    pol.optimizer = pol.optimizer_class(pol.parameters(), lr=pol.optimizer.param_groups[0]["lr"], **pol.optimizer_kwargs)
+    dst = HERE / f"{name}.zip"
+    with tempfile.TemporaryDirectory() as tmp:
+        plain = Path(tmp) / "model.zip"
+        model.save(str(plain))
+        write_meta(plain, meta)
+        with zipfile.ZipFile(plain) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+            for item in zin.infolist():
+                zout.writestr(item.filename, zin.read(item.filename))
+    assert META_MEMBER in zipfile.ZipFile(dst).namelist()
+    return dst
+
+
 def train(names: list[str], out: Path) -> int:
     """Run each checkpoint's training command into ``out/NAME`` and compare with the shipped weights;
     0 when every one trained (a mismatch is reported, not an error: other machine types may differ)."""
@@ -113,8 +141,15 @@ def main(argv: list[str] | None = None) -> None:
     t = sub.add_parser("train", help="retrain shipped checkpoints (all by default) and compare their weights")
     t.add_argument("names", nargs="*")
     t.add_argument("--out", type=Path, default=Path("runs/pretrained"))
+    s = sub.add_parser("ship", help="copy a trained model.zip here as NAME.zip (weights and env arguments)")
+    s.add_argument("model")
+    s.add_argument("name")
     a = ap.parse_args(argv)
     try:
+        if a.cmd == "ship":
+            dst = ship(a.model, a.name)
+            print(f"wrote {dst} ({dst.stat().st_size:,} bytes; largest weight difference {same_weights(a.model, dst):.3g})")
+            return
         if a.cmd == "list":
             for name, e in sorted(manifest().items()):
                 print(f"{PREFIX}{name:<20} {e['scenario']:<18} {e['env_id']:<22} {e['steps']:>8,} steps  seed {e['seed']}"
