@@ -108,3 +108,33 @@ def test_robustness_evaluates_on_twelve_windows_by_default():
     from studies.robustness import Study
 
     assert Study([], [], Path("out")).seeds == list(range(12))
+
+
+def test_gpusched_train_with_a_mix_records_it_and_a_held_out_variant_is_refused(tmp_path):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import open_dict
+
+    from agents.adapter import read_meta
+    from agents.train import train
+
+    def cfg(held_count: int | None):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            c = compose("train", overrides=[
+                "scenario=synthetic_small", "agent=maskable_ppo_set", "n_envs=1", "total_timesteps=64",
+                "agent.params.n_steps=32", "agent.params.batch_size=32", "agent.params.n_epochs=1",
+                "agent.params.policy_kwargs.hidden=8", "eval.enabled=false", "checkpoint_freq=100000",
+                "env.max_nodes=4", "env.max_queue=16"])
+        with open_dict(c):
+            c.mix.variants = [{"name": "n", "overrides": {"cluster.nodes.0.count": [2, 3], "cluster.nodes_per_rack": 3}}]
+            if held_count is not None:
+                c.mix.held_out = [{"name": "h", "overrides": {"cluster.nodes.0.count": held_count,
+                                                              "cluster.nodes_per_rack": 3}}]
+        return c
+
+    with pytest.raises(ConfigError, match=r"'n\[cluster.nodes.0.count=3\]' is the held-out variant 'h'"):
+        train(cfg(3), tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()  # refused before anything is written
+    summary = train(cfg(4), tmp_path / "run")
+    assert summary["num_timesteps"] == 64
+    meta = read_meta(tmp_path / "run" / "model.zip")
+    assert meta["mix"]["variants"][0]["overrides"]["cluster.nodes.0.count"] == [2, 3]
