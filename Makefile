@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 
-.PHONY: bench test test-all lint perf fuzz install services clean
+.PHONY: bench test test-all lint perf fuzz install services clean agents
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -58,6 +58,12 @@ FUZZ_DEPS := $(if $(filter command line,$(origin BIN)),,$(STAMP))
 fuzz: $(FUZZ_DEPS)
 	GPUSCHED_FUZZ=$(GPUSCHED_FUZZ) $(BIN)/python -m pytest -p no:cacheprovider tests/test_fuzz.py tests/real/test_fuzz_real.py \
 		--hypothesis-show-statistics
+
+# Retrain every shipped checkpoint (agents/pretrained/manifest.json: each one's gpusched-train command, a
+# step budget and a seed) into runs/pretrained/NAME and print the largest weight difference to the shipped
+# file. 9-12 minutes on a 2-core machine at load average 5-10 (docs/AGENTS.md, *Shipped checkpoints*).
+agents: $(STAMP)
+	$(BIN)/python -m agents.pretrained train --out runs/pretrained
 
 perf: $(STAMP)
 	$(BIN)/gpusched-bench scenario=philly_full perf=true policies=[fifo] out_dir=results/perf

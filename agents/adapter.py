@@ -46,9 +46,13 @@ def write_meta(model_zip: str | Path, meta: dict[str, Any]) -> None:
 
 
 def read_meta(model_zip: str | Path) -> dict[str, Any]:
-    """The env arguments stored in a gpusched-train ``model.zip``; ConfigError naming the file when it
-    is missing, not a zip, or not a gpusched-train model."""
+    """The env arguments stored in a gpusched-train ``model.zip`` (or a shipped ``pretrained:NAME``,
+    :mod:`agents.pretrained`); ConfigError naming the file when it is missing, not a zip, or not a
+    gpusched-train model."""
+    from agents.pretrained import resolve
+
     where = f"agent_path {str(model_zip)!r}"
+    model_zip = resolve(model_zip)
     if not Path(model_zip).is_file():
         raise ConfigError(f"{where}: no such file (a model.zip written by gpusched-train)")
     try:
@@ -64,8 +68,11 @@ def read_meta(model_zip: str | Path) -> dict[str, Any]:
 
 
 def load_model(path: str | Path, algo: str | None = None) -> Any:
-    """Load the SB3 model of a ``model.zip`` written by gpusched-train (CPU)."""
+    """Load the SB3 model of a ``model.zip`` written by gpusched-train, or of ``pretrained:NAME`` (CPU)."""
+    from agents.pretrained import resolve
+
     algo = algo or read_meta(path).get("algo", "maskable_ppo")
+    path = resolve(path)
     if algo == "maskable_ppo":
         from sb3_contrib import MaskablePPO
 
@@ -162,7 +169,8 @@ class AgentPolicy(_ModelPolicy):
         from agents.set_extractor import set_action
 
         p = len(self.options)
-        obs = to_tokens(b.observe(), self.n_nodes, self.k, self.max_nodes, self.max_queue)
+        n_nodes = b.topo.n_nodes  # the cluster decided on: the service's may differ from the scenario's
+        obs = to_tokens(b.observe(), n_nodes, self.k, max(self.max_nodes, n_nodes), self.max_queue)
         a = set_action(self.model.policy, obs, pad_mask(b.mask(), self.k, p, self.max_queue))
         return window_action(a, self.k, p, self.max_queue)
 

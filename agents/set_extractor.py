@@ -13,6 +13,15 @@ scores do not change when the node rows are permuted (mean pooling and attention
 :class:`SetPolicy` is MaskablePPO's actor-critic with :class:`SetExtractor` as its features
 extractor; the extractor's output already holds the action scores (``action_net`` is the
 identity) followed by the value features.
+
+Play (the deterministic action: ``predict(deterministic=True)``, the bench's ``agent``, the evaluation
+and selection callbacks) takes the mode of a two-level choice, :func:`two_level_mode`: first "done"
+against starting anything, by total probability (P("done") against the sum of P(start) over the valid
+starts), then, if starting wins, the most probable start. The flat argmax instead pits the one "done"
+score against each start alone: with many valid starts of similar score, "done" outscored every one of
+them even where the policy put most of its mass on starting (issue 32, item 2). Training samples from
+the same distribution as before; only the mode read from it changed. Flat (non-set) models keep the
+flat argmax.
 """
 
 from __future__ import annotations
@@ -118,6 +127,19 @@ class SetPolicy(MaskableActorCriticPolicy):
     def _build_mlp_extractor(self) -> None:
         self.mlp_extractor = _Split(self.features_dim, self.hidden)  # type: ignore[assignment]
 
+    def _predict(  # type: ignore[override]
+        self, observation: Any, deterministic: bool = False, action_masks: np.ndarray | None = None
+    ) -> torch.Tensor:
+        """Sampled actions, or with ``deterministic`` the two-level mode (:func:`two_level_mode`) per row."""
+        dist = self.get_distribution(observation, action_masks)
+        if not deterministic:
+            return dist.get_actions(deterministic=False)
+        logits = dist.distribution.logits  # type: ignore[union-attr]
+        # (masked logits are -1e8 in sb3-contrib: far below any real score)
+        valid = logits > -1e7
+        return torch.as_tensor([two_level_mode(row.numpy(), ok.numpy()) for row, ok in zip(logits, valid, strict=True)],
+                               dtype=torch.long)
+
     def _build(self, lr_schedule: Any) -> None:
         self._build_mlp_extractor()
         self.action_net = nn.Identity()
@@ -134,12 +156,31 @@ def action_probs(policy: MaskableActorCriticPolicy, obs: dict[str, np.ndarray], 
         return dist.distribution.probs[0].numpy()  # type: ignore[union-attr]
 
 
+def two_level_mode(scores: np.ndarray, mask: np.ndarray) -> int:
+    """The mode of the two-level choice over ``scores`` (logits; "done" is the last action) restricted
+    to ``mask``: "done" if P("done") >= P(any valid start), i.e. if its score is at least the
+    log-sum-exp of the valid starts' scores; otherwise the highest-scoring valid start (the first on a
+    tie). With no valid start it is "done" (when valid)."""
+    ok = np.asarray(mask, dtype=bool)
+    x = np.asarray(scores, dtype=np.float64)
+    starts = np.flatnonzero(ok[:-1])
+    done = len(x) - 1
+    if starts.size == 0:
+        return done
+    best = int(starts[np.argmax(x[starts])])
+    if not ok[-1]:
+        return best
+    m = float(x[best])
+    lse = m + math.log(float(np.exp(x[starts] - m).sum()))
+    return done if float(x[-1]) >= lse else best
+
+
 def set_action(policy: MaskableActorCriticPolicy, obs: dict[str, np.ndarray], mask: np.ndarray) -> int:
-    """The deterministic action (the highest-scoring valid one, as ``predict(deterministic=True)``) for
-    one token observation of any padding; the scores only, no distribution object (a fast path for play)."""
+    """The deterministic action (:func:`two_level_mode`, as ``predict(deterministic=True)``) for one
+    token observation of any padding; the scores only, no distribution object (a fast path for play)."""
     with torch.no_grad():
         t = {k: torch.as_tensor(np.asarray(v, dtype=np.float32)).unsqueeze(0) for k, v in obs.items()}
         features = policy.extract_features(t)
         assert isinstance(features, torch.Tensor)  # one extractor shared by actor and critic
         scores = policy.action_net(policy.mlp_extractor.forward_actor(features))[0].numpy()
-    return int(np.argmax(np.where(np.asarray(mask, dtype=bool), scores, -np.inf)))
+    return two_level_mode(scores, mask)

@@ -105,9 +105,12 @@ def env_kwargs(cfg: DictConfig) -> dict[str, Any]:
 
 
 def make_env_fn(eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any], seed: int, rank: int,
-                worker: bool = False) -> Any:
+                worker: bool = False, mix: list[tuple[str, Scenario, dict[str, Any]]] | None = None,
+                n_envs: int = 1) -> Any:
     """A function that builds env ``rank`` (seeded); ``worker``: it runs in a SubprocVecEnv worker, which
-    then ignores Ctrl-C (the trainer stops the run and saves the model; the workers must live till then)."""
+    then ignores Ctrl-C (the trainer stops the run and saves the model; the workers must live till then).
+    With ``mix`` (variant name, scenario, env arguments) it is a :class:`agents.scenario_mix.MixEnv` whose
+    draws come from child ``rank`` of ``SeedSequence(seed)`` (of ``n_envs`` children)."""
     def _init() -> Any:
         import gymnasium as gym
         from stable_baselines3.common.monitor import Monitor
@@ -117,12 +120,47 @@ def make_env_fn(eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any],
         if worker:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
+        if mix:
+            return Monitor(mix_env(eid, mix, np.random.SeedSequence(seed).spawn(n_envs)[rank]))
         env = gym.make(eid, scenario=scn, **kwargs)
         env.reset(seed=seed + 1000 * rank)
         env.action_space.seed(seed + rank)
         return Monitor(env)
 
     return _init
+
+
+def mix_env(eid: str, mix: list[tuple[str, Scenario, dict[str, Any]]], seed_seq: np.random.SeedSequence) -> Any:
+    """The :class:`agents.scenario_mix.MixEnv` over ``mix``'s variants."""
+    import gymnasium as gym
+
+    from agents.scenario_mix import MixEnv
+
+    return MixEnv([(name, gym.make(eid, scenario=s, **kw)) for name, s, kw in mix], seed_seq)
+
+
+def mix_variants(cfg: DictConfig, eid: str, kwargs: dict[str, Any]) -> list[tuple[str, Scenario, dict[str, Any]]]:
+    """``cfg.mix``'s training variants as (name, scenario, env arguments); [] without a mix. ConfigError
+    naming the ``mix.*`` key that is wrong (:func:`agents.scenario_mix.parse_mix`)."""
+    from agents.scenario_mix import parse_mix
+
+    mix = OmegaConf.to_container(cfg.mix, resolve=True) if cfg.get("mix") is not None else None
+    base: dict[str, Any] = OmegaConf.to_container(cfg.scenario, resolve=True)  # type: ignore[assignment]
+    train, _ = parse_mix(base, mix)  # type: ignore[arg-type]
+    if not train:
+        return []
+    if eid not in BC_ENVS:
+        raise ConfigError(f"mix.variants: training across scenarios is built for {' and '.join(BC_ENVS)}, "
+                          f"not env.id={eid!r}")
+    out = []
+    for v in train:
+        try:
+            scn = load_scenario(v.raw)
+        except (ConfigError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"mix.variants: {v.name!r}: {e}") from None
+        kw = dict(kwargs, workloads=list(v.workloads)) if v.workloads is not None else dict(kwargs)
+        out.append((v.name, scn, kw))
+    return out
 
 
 def _algo_class(algo: str) -> Any:
@@ -176,6 +214,7 @@ class Plan:
     algo: str
     n_envs: int
     resumed: tuple[Path, Path | None] | None
+    mix: list[tuple[str, Scenario, dict[str, Any]]]
 
 
 def check(cfg: DictConfig, out: Path) -> Plan:
@@ -197,7 +236,17 @@ def check(cfg: DictConfig, out: Path) -> Plan:
     _check_env(eid, scn, kwargs)
     _check_params(cfg, Algo)
     policy_class(str(cfg.agent.policy))
-    return Plan(eid, scn, kwargs, algo, int(cfg.n_envs), _check_out_dir(cfg, out))
+    mix = mix_variants(cfg, eid, kwargs)
+    if mix:
+        if cfg.bc.teacher:
+            raise ConfigError("mix.variants: no BC warm start across scenarios yet (bc.teacher=null)")
+        for name, s, kw in mix:
+            try:
+                _check_env(eid, s, kw)
+            except ConfigError as e:
+                raise ConfigError(f"mix.variants: {name!r}: {e}") from None
+        mix_env(eid, mix, np.random.SeedSequence(0)).close()  # every variant gives the same spaces
+    return Plan(eid, scn, kwargs, algo, int(cfg.n_envs), _check_out_dir(cfg, out), mix)
 
 
 def _check_flags(cfg: DictConfig) -> None:
@@ -382,7 +431,7 @@ def _train(cfg: DictConfig, out: Path, plan: Plan, sel: Any) -> dict[str, Any]:
     _save_hydra_files(cfg, out)
     seed = int(cfg.seed)
     sub = cfg.vec_env == "subprocess" and n_envs > 1
-    fns = [make_env_fn(eid, scn, kwargs, seed, i, worker=sub) for i in range(n_envs)]
+    fns = [make_env_fn(eid, scn, kwargs, seed, i, worker=sub, mix=plan.mix, n_envs=n_envs) for i in range(n_envs)]
     venv: Any = SubprocVecEnv(fns) if sub else DummyVecEnv(fns)
     Algo = _algo_class(algo)  # noqa: N806
     ckpt_dir = out / "checkpoints"
@@ -532,8 +581,11 @@ def _meta(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict
     outputs (Cluster-v0: :data:`ENV_KEYS`; other envs: every argument but :data:`TRAIN_ONLY_KEYS`)."""
     env = ({k: kwargs.get(k) for k in ENV_KEYS} if eid == CLUSTER_V0
            else {k: v for k, v in kwargs.items() if k not in TRAIN_ONLY_KEYS})
-    return {"algo": algo, "env_id": eid, "scenario": scn.name, "env": env,
+    meta = {"algo": algo, "env_id": eid, "scenario": scn.name, "env": env,
             "seed": int(cfg.seed), "num_timesteps": steps, "bc_teacher": cfg.bc.teacher or None}
+    if cfg.get("mix") is not None and cfg.mix.get("variants"):
+        meta["mix"] = OmegaConf.to_container(cfg.mix, resolve=True)
+    return meta
 
 
 def warm_start(
@@ -756,6 +808,8 @@ Key options (key=value; every default is in conf/train.yaml; --cfg job prints th
   progress_s=S          seconds between progress lines on the terminal and in train.log (steps,
                         episodes, mean episode reward, elapsed, time left)
   env.KEY=V             the env's arguments (conf/env/ENV.yaml), e.g. env.workloads=[0,1]
+  mix=NAME              each training episode on a variant of the scenario drawn from the run's seed
+                        (conf/mix/NAME.yaml: variants, grids, held-out variants; default none)
   agent.params.KEY=V    the algorithm's arguments (conf/agent/AGENT.yaml), e.g. agent.params.learning_rate=3e-4
   bc.teacher=H          behaviour-clone heuristic H before RL (Cluster-v0/v1 envs), one of
 {teachers}

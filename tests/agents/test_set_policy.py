@@ -3,6 +3,7 @@ not depend on the padding, and its scores do not depend on the order of the node
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import gymnasium as gym
@@ -13,7 +14,7 @@ import yaml
 
 import gpusched_env  # noqa: F401
 from agents.adapter import AgentPolicy, load_agent_policy, write_meta
-from agents.set_extractor import SetPolicy, action_probs, set_action
+from agents.set_extractor import SetPolicy, action_probs, set_action, two_level_mode
 from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import CONF_DIR
 from gpusched_env.envs.tokens import token_space
@@ -112,7 +113,7 @@ def test_node_order_does_not_change_the_action_probabilities():
     assert not np.allclose(action_probs(policy, other, mask), base, rtol=1e-5, atol=1e-7)
 
 
-def test_fast_action_is_the_most_probable_valid_one():
+def test_fast_action_is_the_deterministic_prediction():
     policy = _policy(5, 4, seed=1)
     with torch.no_grad():
         policy.features_extractor.score[-1].weight.mul_(300.0)
@@ -122,4 +123,46 @@ def test_fast_action_is_the_most_probable_valid_one():
                "slots": rng.uniform(0, 1, (4, 11)).astype(np.float32), "glob": rng.uniform(0, 1, 8).astype(np.float32)}
         mask = rng.uniform(size=4 * len(OPTIONS) + 1) < 0.5
         mask[-1] = True
-        assert set_action(policy, obs, mask) == int(np.argmax(action_probs(policy, obs, mask)))
+        a = set_action(policy, obs, mask)
+        predicted, _ = policy.predict(obs, deterministic=True, action_masks=mask)
+        assert a == int(predicted)
+        assert a == two_level_mode(np.log(np.maximum(action_probs(policy, obs, mask), 1e-30)), mask)
+
+
+def test_two_level_mode_by_hand():
+    # starts 0..3 score 0, "done" scores 1: the flat argmax picks "done" (1 > 0), but P(done) =
+    # e / (e + 4) = 0.405 < P(start) = 4 / (e + 4): start, the first of the tied best ones
+    scores = np.array([0.0, 0.0, 0.0, 0.0, 1.0])
+    assert int(np.argmax(scores)) == 4
+    assert two_level_mode(scores, np.ones(5, bool)) == 0
+    # two valid starts: log(2) = 0.693 < 1, so P(done) = e / (e + 2) = 0.576 >= 1/2: "done"
+    assert two_level_mode(scores, np.array([False, True, False, True, True])) == 4
+    # three: log(3) = 1.0986 > 1: start, and the best valid start wins
+    assert two_level_mode(np.array([0.0, -0.5, 0.2, 0.1, 1.0]), np.array([False, True, True, True, True])) == 2
+    # "done" at exactly the log-sum-exp of the starts is "done"; no valid start: "done"; "done" masked: the best start
+    assert two_level_mode(np.array([0.0, 0.0, math.log(2.0)]), np.ones(3, bool)) == 2
+    assert two_level_mode(scores, np.array([False, False, False, False, True])) == 4
+    assert two_level_mode(np.array([0.0, 3.0, 9.0]), np.array([True, True, False])) == 1
+
+
+def test_deterministic_play_is_the_two_level_mode_on_a_hand_set_network():
+    """Every start scores 0 and "done" scores 1 (heads set by hand): the set policy starts when 3 or more
+    starts are valid (P(done) = e / (e + n) < 1/2 for n >= 3) and says "done" with 1 or 2."""
+    policy = _policy(3, 2, seed=0)
+    ext = policy.features_extractor
+    with torch.no_grad():
+        for p in (*ext.score[-1].parameters(), ext.done.weight):
+            p.zero_()
+        ext.done.bias.fill_(1.0)
+    obs = {"nodes": np.full((3, 8), 0.5, np.float32), "node_mask": np.ones(3, np.float32),
+           "slots": np.full((2, 11), 0.5, np.float32), "glob": np.full(8, 0.5, np.float32)}
+    n = 2 * len(OPTIONS) + 1
+    for valid, want in ((3, 0), (10, 0), (2, n - 1), (1, n - 1)):
+        mask = np.zeros(n, bool)
+        mask[:valid] = True
+        mask[-1] = True
+        probs = action_probs(policy, obs, mask)
+        assert probs[-1] == pytest.approx(math.e / (math.e + valid), rel=1e-5)
+        assert int(np.argmax(probs)) == n - 1  # the flat argmax would always say "done"
+        predicted, _ = policy.predict(obs, deterministic=True, action_masks=mask)
+        assert int(predicted) == want == set_action(policy, obs, mask)

@@ -1,0 +1,67 @@
+"""Shipped checkpoints (agents/pretrained): usable by name, each as its manifest says, small files."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from agents.adapter import read_meta
+from agents.pretrained import HERE, manifest, resolve, same_weights
+from gpusched_env.config_util import ConfigError
+
+
+def test_an_unknown_name_lists_the_known_ones():
+    with pytest.raises(ConfigError, match=r"no shipped checkpoint 'nope'; known: pretrained:set_philly_dr, "
+                                          r"pretrained:tally_pairs"):
+        resolve("pretrained:nope")
+    with pytest.raises(ConfigError, match="no shipped checkpoint"):
+        read_meta("pretrained:nope")  # the bench's and the service's way in
+    assert resolve("runs/x/model.zip") == "runs/x/model.zip"  # a path stays a path
+
+
+@pytest.mark.parametrize("name", sorted(manifest()))
+def test_each_checkpoint_is_what_its_manifest_says(name):
+    entry = manifest()[name]
+    path = resolve(f"pretrained:{name}")
+    assert path == str(HERE / entry["file"])
+    assert (HERE / entry["file"]).stat().st_size < 1_000_000
+    meta = read_meta(f"pretrained:{name}")
+    assert (meta["scenario"], meta["env_id"], meta["seed"]) == (entry["scenario"], entry["env_id"], entry["seed"])
+    assert entry["command"].startswith("gpusched-train ") and f"seed={entry['seed']}" in entry["command"]
+    assert f"total_timesteps={entry['steps']}" in entry["command"] and "max_train_minutes" not in entry["command"]
+    assert entry["evaluation"]["command"] and entry["evaluation"]["table"]
+    assert same_weights(path, path) == 0.0
+
+
+def test_weight_comparison_sees_a_change(tmp_path):
+    src = resolve("pretrained:set_philly_dr")
+    changed = tmp_path / "m.zip"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(changed, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "policy.pth":
+                import io
+
+                import torch
+
+                params = torch.load(io.BytesIO(data), weights_only=True)
+                key = sorted(params)[0]
+                params[key] = params[key] + 0.25
+                buf = io.BytesIO()
+                torch.save(params, buf)
+                data = buf.getvalue()
+            zout.writestr(item.filename, data)
+    assert same_weights(src, changed) == pytest.approx(0.25)
+
+
+def test_the_bench_loads_a_device_checkpoint_by_name():
+    import yaml
+
+    from agents.level_agents import load_level_agent
+    from gpusched_env.config_util import CONF_DIR
+    from gpusched_env.levels import load_level_scenario
+
+    scn = load_level_scenario(yaml.safe_load((CONF_DIR / "scenario" / "tally_pairs.yaml").read_text()))[1]
+    agent = load_level_agent("pretrained:tally_pairs", "device", scn)
+    assert agent.level == "device" and agent.masked
