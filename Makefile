@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_CPU := torch==2.13.0
 
-.PHONY: bench test test-all lint perf fuzz install services clean agents
+.PHONY: bench test test-all lint perf fuzz install services agents clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
