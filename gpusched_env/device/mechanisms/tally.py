@@ -65,6 +65,8 @@ class Tally(BaseMechanism):
         # the grants a client can get: HP always runs first; BE by (may run, speed), built on first use
         self.hp_grant = {i: Grant(True, c.sm_cap, 0) for i, c in enumerate(clients)}
         self.be_grant: dict[tuple[int, bool, float], Grant] = {}
+        self.is_hp = [c.role == "hp" for c in clients]
+        self.slow_of: dict[float, float] = {}  # block duration -> cfg.slow(block), filled on first use
 
     def _is_unsliced(self, i: int, c: ClientView) -> bool:
         return self.unsliced.get(i) == (c.seq_start, c.idx)
@@ -77,16 +79,23 @@ class Tally(BaseMechanism):
             if k == 0 or c.idle_since > idle_from:
                 idle_from = c.idle_since
         idle = t - idle_from if not hp_busy else -1.0
-        grants, wake = [], float("inf")
+        grants, wake, cfg, is_hp = [], float("inf"), self.cfg, self.is_hp
         for i, c in enumerate(clients):
-            if c.spec.role == "hp":
+            if is_hp[i]:
                 grants.append(self.hp_grant[i])
                 continue
-            if c.phase == READY and not c.started and idle >= self.cfg.unsliced_after_s:
+            phase = c.phase
+            if phase == READY and not c.started and idle >= cfg.unsliced_after_s:
                 self.unsliced[i] = (c.seq_start, c.idx)
-            unsliced = self._is_unsliced(i, c)
-            run = idle >= self.cfg.idle_s - 1e-15 or (unsliced and c.phase == RUN)
-            slow = 1.0 if unsliced else self.cfg.slow(c.block[c.idx])
+            unsliced = self.unsliced.get(i) == (c.seq_start, c.idx)  # _is_unsliced
+            run = idle >= cfg.idle_s - 1e-15 or (unsliced and phase == RUN)
+            if unsliced:
+                slow = 1.0
+            else:
+                block = c.block[c.idx]
+                slow = self.slow_of.get(block)
+                if slow is None:
+                    slow = self.slow_of[block] = cfg.slow(block)
             g = self.be_grant.get((i, run, slow))
             if g is None:
                 g = self.be_grant[i, run, slow] = Grant(run, c.spec.sm_cap, 1, slow)
