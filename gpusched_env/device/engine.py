@@ -318,6 +318,8 @@ class DeviceSim:
         """SM shares: level by level (lower first), max-min fair within a level, each client up to
         its demand min(SM demand, cap)."""
         clients = self.clients
+        if len(clients) == 2:  # every pair: the code below for two clients, without the lists
+            return self._water_fill2(grants)
         new = [0.0] * len(clients)
         want, demand = [], []
         for i, c in enumerate(clients):
@@ -351,6 +353,36 @@ class DeviceSim:
                 a = share if share < dem[i] else dem[i]  # min(demand, fair share of what is left)
                 new[i], cap = a, cap - a
         return new
+
+    def _water_fill2(self, grants: list[Grant]) -> list[float]:
+        """:meth:`_water_fill` for two clients (the same comparisons and the same arithmetic)."""
+        c0, c1 = self.clients
+        g0, g1 = grants
+        w0 = c0.phase >= READY and g0.run
+        w1 = c1.phase >= READY and g1.run
+        if w0:
+            s, cap = c0.sm[c0.idx], g0.cap
+            d0 = cap if cap < s else s  # min(SM demand, cap)
+        if w1:
+            s, cap = c1.sm[c1.idx], g1.cap
+            d1 = cap if cap < s else s
+        if w0 and w1:
+            new = [0.0, 0.0]
+            i, j, di, dj = 0, 1, d0, d1
+            li, lj = g0.level, g1.level
+            if (dj < di) if li == lj else (lj < li):  # j is served first (stable sort by demand / level)
+                i, j, di, dj = j, i, dj, di
+            share = 1.0 / 2 if li == lj else 1.0
+            a = share if share < di else di
+            new[i] = a
+            share = 1.0 - a  # what is left, / 1
+            new[j] = share if share < dj else dj
+            return new
+        if w0:  # alone: min(demand, 1.0 / 1)
+            return [1.0 if 1.0 < d0 else d0, 0.0]
+        if w1:
+            return [0.0, 1.0 if 1.0 < d1 else d1]
+        return [0.0, 0.0]
 
     def _rates(self, grants: list[Grant]) -> None:
         """Progress rates (alone-time per second) of the running kernels; see :func:`rate`."""
