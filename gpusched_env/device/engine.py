@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpusched_env.device.gpus import DeviceGpu
-from gpusched_env.device.mechanism import HOST, IDLE, READY, RUN, ClientSpec, Grant, Mechanism
+from gpusched_env.device.mechanism import HOST, IDLE, READY, RUN, BaseMechanism, ClientSpec, Grant, Mechanism
 from gpusched_env.device.stats import ClientStats, RunStats
 
 INF = float("inf")
@@ -36,7 +36,7 @@ class ClientState:
 
     __slots__ = ("spec", "phase", "idx", "remaining", "alloc", "rate", "stall_until", "ready_at",
                  "seq_start", "req", "idle_since", "queued_at", "started", "stats", "n", "dur", "issue",
-                 "sm", "mem", "block", "cnt", "busy", "arr", "n_arr")
+                 "sm", "mem", "block", "cnt", "busy", "mb", "arr", "n_arr")
 
     def __init__(self, spec: ClientSpec) -> None:
         self.spec = spec
@@ -44,6 +44,7 @@ class ClientState:
         self.dur, self.issue, self.n = seq.dur_s.tolist(), seq.issue_s.tolist(), len(seq)
         self.sm, self.mem, self.block = seq.sm.tolist(), seq.mem.tolist(), seq.block_s.tolist()
         self.cnt, self.busy = seq.count.tolist(), seq.busy.tolist()
+        self.mb = [m * b for m, b in zip(self.mem, self.busy, strict=True)]  # mem * busy, as _rates multiplies them
         self.arr: list[float] | None = (None if spec.arrivals is None
                                         else np.asarray(spec.arrivals, dtype=float).tolist())
         self.n_arr = 0 if self.arr is None else len(self.arr)
@@ -92,6 +93,9 @@ class DeviceSim:
         self.t, self.wake = 0.0, INF
         self.stats = RunStats(gpu.name, mechanism.name)
         mechanism.reset(clients, gpu)
+        # the mechanism's launch hook, None where it is the default no-op (not called per event then)
+        hook = mechanism.on_launch
+        self._on_launch = None if getattr(hook, "__func__", None) is BaseMechanism.on_launch else hook
         for c in self.clients:
             if c.spec.is_service:
                 self._next_request(c, 0.0)
@@ -101,11 +105,52 @@ class DeviceSim:
 
     # -- the event loop -------------------------------------------------------------------------
     def run(self, until_s: float) -> RunStats:
-        """Advance to ``until_s`` and return the statistics so far."""
-        step = self.step
-        while step(until_s):
-            pass
-        return self.finish()
+        """Advance to ``until_s`` and return the statistics so far: :meth:`step` in a loop, with
+        :meth:`_next_time` and :meth:`_advance` written out inline (the same operations in the same
+        order; tests/device/test_engine_toy.py checks that both give the same run)."""
+        clients, stats, handle, plan = self.clients, self.stats, self._handle, self._plan
+        while True:
+            # _next_time
+            now = self.t
+            t = self.wake
+            for c in clients:
+                phase = c.phase
+                if phase == RUN:
+                    start = c.stall_until
+                    if not start > now:  # max(now, stall_until)
+                        start = now
+                    r = c.rate
+                    x = start + c.remaining / r if r > 0 else (start if start > now else INF)
+                elif phase == HOST:
+                    x = c.ready_at
+                elif phase == IDLE and c.arr is not None and c.req < c.n_arr:
+                    x = c.arr[c.req]
+                else:
+                    continue
+                if x < t:
+                    t = x
+            t1 = now if now > t else t  # max(t, now)
+            if until_s < t1:  # min(next event, until_s)
+                t1 = until_s
+            # _advance
+            dt_busy, sm_time = 0.0, 0.0
+            for c in clients:
+                if c.phase == RUN and (r := c.rate) > 0:
+                    stall = c.stall_until
+                    span = t1 - (stall if stall > now else now)  # t1 - max(now, stall_until)
+                    if span > 0:
+                        c.remaining -= r * span
+                        if span > dt_busy:
+                            dt_busy = span
+                        sm_time += c.alloc * span
+                        c.stats.gpu_s += span
+            stats.busy_s += dt_busy
+            stats.sm_s += sm_time
+            self.t = t1
+            handle()
+            if t1 >= until_s:
+                return self.finish()
+            plan()
 
     def step(self, until_s: float = INF, replan: bool = True) -> bool:
         """Advance to the next event (at most ``until_s``); False once ``until_s`` is reached.
@@ -118,7 +163,7 @@ class DeviceSim:
         if t_next >= until_s:
             return False
         if replan:
-            self._replan()
+            self._plan()  # _handle has marked idle_since
         return True
 
     def replan(self) -> None:
@@ -155,11 +200,11 @@ class DeviceSim:
         now = self.t
         dt_busy, sm_time = 0.0, 0.0
         for c in self.clients:
-            if c.phase == RUN and c.rate > 0:
+            if c.phase == RUN and (r := c.rate) > 0:
                 stall = c.stall_until
                 run = t1 - (stall if stall > now else now)  # t1 - max(now, stall_until)
                 if run > 0:
-                    c.remaining -= c.rate * run
+                    c.remaining -= r * run
                     if run > dt_busy:
                         dt_busy = run
                     sm_time += c.alloc * run
@@ -171,17 +216,26 @@ class DeviceSim:
 
     def _handle(self) -> None:
         t = self.t
-        for i, c in enumerate(self.clients):
-            if c.phase == RUN and c.remaining <= EPS * (1 + c.dur[c.idx]):
+        clients = self.clients
+        for i, c in enumerate(clients):
+            phase = c.phase
+            if phase == RUN and c.remaining <= EPS * (1 + c.dur[c.idx]):
                 c.stats.kernels += 1
                 if not c.next_kernel(t):
                     self._sequence_done(c, t)
-            if c.phase == HOST and c.ready_at <= t + EPS:
-                c.phase, c.queued_at = READY, t
-            if c.phase == IDLE and c.arr is not None:
+                phase = c.phase
+            if phase == HOST and c.ready_at <= t + EPS:
+                c.phase = phase = READY
+                c.queued_at = t
+            if phase == IDLE and c.arr is not None:
                 self._next_request(c, t)
-            if c.phase == READY and c.queued_at == t and not c.started:
-                self.mech.on_launch(t, i, self.clients)
+                phase = c.phase
+            if phase == READY and c.queued_at == t and not c.started and self._on_launch is not None:
+                self._on_launch(t, i, clients)
+            if phase >= READY:  # idle_since (as _replan marks it): -1 while a kernel is queued or running
+                c.idle_since = -1.0
+            elif c.idle_since < 0:
+                c.idle_since = t
 
     def _sequence_done(self, c: ClientState, t: float) -> None:
         if c.arr is None:
@@ -208,6 +262,11 @@ class DeviceSim:
                 c.idle_since = -1.0
             elif c.idle_since < 0:
                 c.idle_since = t
+        self._plan()
+
+    def _plan(self) -> None:
+        """The mechanism's grants and the SM shares, once ``idle_since`` is marked (_replan, _handle)."""
+        t = self.t
         grants, wake = self.mech.plan(t, self.clients)
         self.wake = wake if wake > t + EPS else INF  # a wake-up now would never advance time
         self._allocate(grants)
@@ -217,39 +276,50 @@ class DeviceSim:
         new = self._water_fill(grants)
         # the SMs held before this event: a kernel displaced (shrunk or preempted) frees its SMs only
         # as its blocks end; free = 1 - sum over holders of max(old, new share)
+        # one pass: holders update (shrunk, preempted: keeps its progress) and their SMs are counted;
+        # the kernels that get SMs now launch after it, in client order (launch_delay reads neither
+        # shares nor phases of the others)
         displaced: list[int] = []
+        launch: list[int] = []
         held = 0.0
         for i, c in enumerate(clients):
-            if c.phase == RUN:
-                old, a = c.alloc, new[i]
+            a = new[i]
+            phase = c.phase
+            if phase == RUN:
+                old = c.alloc
                 if a < old - 1e-12:
                     displaced.append(i)
                 if old > 0:
                     held += a if a > old else old
-        free = 1.0 - held
-        for i, c in enumerate(clients):
-            a = new[i]
-            if c.phase == RUN and a == 0.0:
-                c.phase, c.queued_at = READY, t  # preempted: keeps its progress
-            elif c.phase == READY and a > 0.0:
+                if a == 0.0:
+                    c.phase, c.queued_at = READY, t
+            elif phase == READY and a > 0.0:
+                launch.append(i)
+            c.alloc = a
+        if launch:
+            free = 1.0 - held
+            delay_of = self.mech.launch_delay
+            for i in launch:
+                c, a = clients[i], new[i]
                 c.phase = RUN
                 taken = a > free + 1e-12
-                delay = self.mech.launch_delay(t, i, displaced if taken else (), clients)
+                delay = delay_of(t, i, displaced if taken else (), clients)
                 free -= a
-                c.stall_until = t + delay
+                c.stall_until = stall = t + delay
                 if not c.started:
                     c.started = True
-                    st, wait = c.stats, c.stall_until - c.queued_at  # a kernel's first wait for SMs
+                    st, wait = c.stats, stall - c.queued_at  # a kernel's first wait for SMs
                     st.waits += 1
                     if wait > st.max_wait_s:
                         st.max_wait_s = wait
-            c.alloc = a
         self._rates(grants)
 
     def _water_fill(self, grants: list[Grant]) -> list[float]:
         """SM shares: level by level (lower first), max-min fair within a level, each client up to
         its demand min(SM demand, cap)."""
         clients = self.clients
+        if len(clients) == 2:  # every pair: the code below for two clients, without the lists
+            return self._water_fill2(grants)
         new = [0.0] * len(clients)
         want, demand = [], []
         for i, c in enumerate(clients):
@@ -284,34 +354,70 @@ class DeviceSim:
                 new[i], cap = a, cap - a
         return new
 
+    def _water_fill2(self, grants: list[Grant]) -> list[float]:
+        """:meth:`_water_fill` for two clients (the same comparisons and the same arithmetic)."""
+        c0, c1 = self.clients
+        g0, g1 = grants
+        w0 = c0.phase >= READY and g0.run
+        w1 = c1.phase >= READY and g1.run
+        if w0:
+            s, cap = c0.sm[c0.idx], g0.cap
+            d0 = cap if cap < s else s  # min(SM demand, cap)
+        if w1:
+            s, cap = c1.sm[c1.idx], g1.cap
+            d1 = cap if cap < s else s
+        if w0 and w1:
+            new = [0.0, 0.0]
+            i, j, di, dj = 0, 1, d0, d1
+            li, lj = g0.level, g1.level
+            if (dj < di) if li == lj else (lj < li):  # j is served first (stable sort by demand / level)
+                i, j, di, dj = j, i, dj, di
+            share = 1.0 / 2 if li == lj else 1.0
+            a = share if share < di else di
+            new[i] = a
+            share = 1.0 - a  # what is left, / 1
+            new[j] = share if share < dj else dj
+            return new
+        if w0:  # alone: min(demand, 1.0 / 1)
+            return [1.0 if 1.0 < d0 else d0, 0.0]
+        if w1:
+            return [0.0, 1.0 if 1.0 < d1 else d1]
+        return [0.0, 0.0]
+
     def _rates(self, grants: list[Grant]) -> None:
         """Progress rates (alone-time per second) of the running kernels; see :func:`rate`."""
         clients = self.clients
+        running = []
+        for i, c in enumerate(clients):
+            c.rate = 0.0  # set again below where it runs
+            if c.phase == RUN:
+                running.append((i, c))
+        if not running:
+            return
         band = 0.0  # DRAM demand of the running kernels at their SM shares, in units of the GPU's peak
-        for c in clients:
-            if c.phase != RUN:
-                continue
+        for _, c in running:
             k = c.idx
             share = c.alloc / c.sm[k]
-            band += c.mem[k] * c.busy[k] * (share if share < 1.0 else 1.0)
+            band += c.mb[k] * (share if share < 1.0 else 1.0)  # mb = mem * busy, the same product
         over = band if band > 1.0 else 1.0  # max(1, band)
-        for i, c in enumerate(clients):
-            if c.phase != RUN:
-                c.rate = 0.0
-                continue
+        # the co-runners with blocks pending (holding less than their demand)
+        pending = [(j, o) for j, o in running if o.alloc < o.sm[o.idx] - 1e-9] if len(running) > 1 else []
+        f = rate
+        for i, c in running:
             k = c.idx
+            g = grants[i]
             wait = 0.0  # mean wait of one of its later kernels for SMs that others' pending blocks took
-            if c.cnt[k] > 1.0:
-                level = grants[i].level
-                for j, o in enumerate(clients):  # o has blocks pending (holds less than its demand)
-                    if o is c or o.phase != RUN or not o.alloc < o.sm[o.idx] - 1e-9:
+            if pending and c.cnt[k] > 1.0:
+                level = g.level
+                for j, o in pending:
+                    if j == i:
                         continue
                     # its blocks win the SMs c's kernels free, and c's next kernel waits for one of
                     # them to end (mean residual: half a block) -- every kernel at the same level;
                     # only those issued after a host gap (share 1 - busy) when c's level comes first
                     share = (1.0 - c.busy[k]) if level < grants[j].level else 1.0
                     wait += share * o.alloc * 0.5 * o.block[o.idx]
-            c.rate = rate(c.alloc / c.sm[k], c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, grants[i].slow)
+            c.rate = f(c.alloc / c.sm[k], c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, g.slow)
 
 
 def rate(share: float, mem: float, busy: float, count: float, dur: float, over: float, wait: float,

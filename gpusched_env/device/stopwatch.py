@@ -1,19 +1,25 @@
 """Stopwatch of the device level: its speed benchmark and held-out tables (a script, not a timed test).
 
     python -m gpusched_env.device.stopwatch           # one pair, 60 s simulated, then tally_pairs (seed 0) on 2 workers
+    python -m gpusched_env.device.stopwatch cpu       # CPU seconds: one 60-s pair per mechanism, tally_pairs seed 0 on one core
 Prints medians of repeated runs and the paper-vs-sim rows of tally_pairs.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
 import numpy as np
 
-from gpusched_env.device import bench
+from gpusched_env.device import bench, pairs
+from gpusched_env.device.engine import simulate
+from gpusched_env.device.gpus import device_gpu
+from gpusched_env.device.mechanisms import make_mechanism
 from gpusched_env.scenario_file import read_scenario_file
 
 
@@ -54,7 +60,60 @@ def all_pairs(workers: int = 2, repeats: int = 3) -> tuple[float, dict[str, dict
     return statistics.median(walls), means
 
 
+PAIR = "bert_inf+gpt2_large_train"  # choice: the pair the wall-clock figures above have always used
+
+
+def pair_cpu(mechanism: str, repeats: int = 5, pair: str = PAIR) -> float:
+    """Median CPU seconds (``time.process_time``) of one tally_pairs pair under ``mechanism``, 60 s
+    simulated: the engine run alone (the kernel sequences are built and cached first); ``exclusive``
+    times the two standalone runs (HP alone, BE alone) with their caches cleared."""
+    scn = replace(_scenario("tally_pairs"), duration_s=60.0)
+    setup = scn.setup(scn.workload_names.index(pair))
+    hp, be = pairs.clients(setup, 0)  # builds and caches the sequences
+    gpu = device_gpu(setup.gpu_type)
+    times = []
+    for _ in range(repeats):
+        if mechanism == "exclusive":
+            pairs.hp_alone.cache_clear()
+            pairs.be_alone.cache_clear()
+            t = time.process_time()
+            pairs.standalone(setup, 0)
+        else:
+            mech = make_mechanism(mechanism, scn.mechanisms.get(mechanism))
+            t = time.process_time()
+            simulate(gpu, [hp, be], mech, setup.duration_s)
+        times.append(time.process_time() - t)
+    return statistics.median(times)
+
+
+def all_pairs_cpu() -> float:
+    """CPU seconds of every (policy, pair) of tally_pairs at seed 0 in this process (one core), the
+    caches cleared first: sequences and standalone runs are built as ``bench.cli workers=1`` builds them."""
+    for f in (pairs.sequence, pairs.hp_alone, pairs.be_alone):
+        f.cache_clear()
+    scn = _scenario("tally_pairs")
+    t = time.process_time()
+    for w in range(len(scn.workload_names)):
+        for p in scn.default_policies:
+            bench.run(scn, p, 0, w)
+    return time.process_time() - t
+
+
+def cpu_main(repeats: int = 5) -> None:
+    """Print the CPU figures of issue 29 item 7 and the load average."""
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    scn = _scenario("tally_pairs")
+    for m in scn.default_policies:
+        print(f"one pair ({PAIR}), 60 s simulated, {m}: {pair_cpu(m, repeats):.3f} CPU s (median of {repeats})")
+    runs = len(scn.workload_names) * len(scn.default_policies)
+    print(f"tally_pairs, seed 0, {runs} runs, one core: {all_pairs_cpu():.1f} CPU s")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["cpu"]:
+        cpu_main(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+        return
     print(f"one pair, 60 s simulated, tally: {one_pair(5):.2f} s wall (median of 5)")
     wall, means = all_pairs()
     print(f"tally_pairs, seed 0, {len(_scenario('tally_pairs').workload_names)} pairs x 6 policies, 2 workers: "
@@ -65,10 +124,6 @@ def main() -> None:
     print(f"paper vs sim (service p99): tally overhead 0.072 vs {means['tally']['hp_service_p99_ratio'] - 1:.3f}; "
           f"tgs 1.889 vs {means['tgs']['hp_service_p99_ratio'] - 1:.3f}; "
           f"tally/tgs system throughput >= 0.8 vs {means['tally']['system_throughput'] / means['tgs']['system_throughput']:.3f}")
-
-
-if __name__ == "__main__":
-    main()
 
 
 def h100_table(seed: int = 0) -> list[str]:
@@ -142,3 +197,7 @@ def daris_configs(seed: int = 0) -> list[str]:
             err = sim / ref - 1
             out.append(f"| {ts} | {c}/{s}/{o:g} | {sim:.0f} | {ref:.0f} | {err:+.0%} | {'yes' if abs(err) <= 0.25 else 'no'} |")
     return out
+
+
+if __name__ == "__main__":
+    main()

@@ -88,3 +88,22 @@ def test_tally_runs_be_only_after_hp_idleness() -> None:
     # BE gets the 1 ms idle gaps minus the 0.1 ms idleness wait: 0.9 ms per 2 ms at 0.1 ms per iteration
     assert st.client("be").iterations == pytest.approx(500 * 9, rel=0.02)
     assert max(st.client("hp").latencies_s) == pytest.approx(1e-3, rel=0.02)
+
+
+@pytest.mark.parametrize("mechanism", ["time_slicing", "mps", "mps_priority", "tgs", "tally"])
+def test_run_is_step_in_a_loop(mechanism: str) -> None:
+    """DeviceSim.run writes step's event loop out inline: both must give the same run, float for float."""
+    from dataclasses import asdict
+
+    from gpusched_env.device.engine import DeviceSim
+    from gpusched_env.device.pairs import PairSetup, clients
+    from gpusched_env.device.service import ServiceSpec
+
+    pair = clients(PairSetup("A100", "bert_inf", "gpt2_large_train", ServiceSpec(load=0.5), 1.0), 0)
+    ran = DeviceSim(GPU, pair, make_mechanism(mechanism)).run(1.0)
+    sim = DeviceSim(GPU, pair, make_mechanism(mechanism))
+    steps = 0
+    while sim.step(1.0):
+        steps += 1
+    assert steps > 100  # a run of many events
+    assert asdict(ran) == asdict(sim.finish())

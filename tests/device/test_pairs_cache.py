@@ -80,7 +80,7 @@ def test_cached_sequences_are_read_only() -> None:
 
 def plain_water_fill(sm: list[float], grants: list[Grant]) -> list[float]:
     """The water fill as docs/DEVICE_MODEL.md states it: level by level, max-min fair within a level."""
-    want = list(range(len(sm)))
+    want = [i for i in range(len(sm)) if grants[i].run]
     new, cap = [0.0] * len(sm), 1.0
     for level in sorted({grants[i].level for i in want}):
         group = sorted((i for i in want if grants[i].level == level), key=lambda i: min(sm[i], grants[i].cap))
@@ -97,7 +97,8 @@ def test_unrolled_water_fill_equals_the_plain_formula(n: int) -> None:
     sim = DeviceSim(device_gpu("A100"), [ClientSpec(f"c{i}", "be", one) for i in range(n)], make_mechanism("mps"))
     for _ in range(500):
         sm = [float(x) for x in rng.choice([0.2, 0.5, 0.7, 1.0], n)]  # ties and non-ties
-        grants = [Grant(True, float(rng.choice([0.3, 0.5, 1.0])), int(rng.integers(2))) for _ in range(n)]
+        grants = [Grant(bool(rng.random() < 0.75), float(rng.choice([0.3, 0.5, 1.0])), int(rng.integers(2)))
+                  for _ in range(n)]  # some held: one client alone, or none
         for c, s in zip(sim.clients, sm, strict=True):
             c.phase, c.sm = READY, [s]
         assert sim._water_fill(grants) == plain_water_fill(sm, grants)

@@ -62,9 +62,22 @@ class Tally(BaseMechanism):
         super().reset(clients, gpu)
         self.unsliced: dict[int, tuple[float, int]] = {}  # client -> (sequence start, kernel) launched unmodified
         self.hp = [i for i, c in enumerate(clients) if c.role == "hp"]
-        # the grants a client can get: HP always runs first; BE by (may run, speed), built on first use
+        # the grants a client can get: HP always runs first; BE by (may run, speed), built here once
         self.hp_grant = {i: Grant(True, c.sm_cap, 0) for i, c in enumerate(clients)}
-        self.be_grant: dict[tuple[int, bool, float], Grant] = {}
+        self.is_hp = [c.role == "hp" for c in clients]
+        # a BE client's grants (held, running) per kernel: transformed at the kernel's speed, or unmodified
+        by_slow: dict[tuple[int, float], tuple[Grant, Grant]] = {}
+
+        def pair(i: int, slow: float) -> tuple[Grant, Grant]:
+            g = by_slow.get((i, slow))
+            if g is None:
+                cap = clients[i].sm_cap
+                g = by_slow[i, slow] = (Grant(False, cap, 1, slow), Grant(True, cap, 1, slow))
+            return g
+
+        self.sliced = [[] if c.role == "hp" else [pair(i, self.cfg.slow(b)) for b in c.seq.block_s.tolist()]
+                       for i, c in enumerate(clients)]
+        self.plain = [pair(i, 1.0) for i in range(len(clients))]
 
     def _is_unsliced(self, i: int, c: ClientView) -> bool:
         return self.unsliced.get(i) == (c.seq_start, c.idx)
@@ -77,20 +90,19 @@ class Tally(BaseMechanism):
             if k == 0 or c.idle_since > idle_from:
                 idle_from = c.idle_since
         idle = t - idle_from if not hp_busy else -1.0
-        grants, wake = [], float("inf")
+        grants, wake, cfg, is_hp = [], float("inf"), self.cfg, self.is_hp
         for i, c in enumerate(clients):
-            if c.spec.role == "hp":
+            if is_hp[i]:
                 grants.append(self.hp_grant[i])
                 continue
-            if c.phase == READY and not c.started and idle >= self.cfg.unsliced_after_s:
-                self.unsliced[i] = (c.seq_start, c.idx)
-            unsliced = self._is_unsliced(i, c)
-            run = idle >= self.cfg.idle_s - 1e-15 or (unsliced and c.phase == RUN)
-            slow = 1.0 if unsliced else self.cfg.slow(c.block[c.idx])
-            g = self.be_grant.get((i, run, slow))
-            if g is None:
-                g = self.be_grant[i, run, slow] = Grant(run, c.spec.sm_cap, 1, slow)
-            grants.append(g)
+            phase, k = c.phase, c.idx
+            if phase == READY and not c.started and idle >= cfg.unsliced_after_s:
+                self.unsliced[i] = (c.seq_start, k)
+            u = self.unsliced.get(i)
+            unsliced = u is not None and u[0] == c.seq_start and u[1] == k  # _is_unsliced
+            run = idle >= cfg.idle_s - 1e-15 or (unsliced and phase == RUN)
+            # slow: 1 unmodified, else cfg.slow(its block)
+            grants.append((self.plain[i] if unsliced else self.sliced[i][k])[run])
         if not hp_busy and self.hp:
             for lim in (self.cfg.idle_s, self.cfg.unsliced_after_s):
                 if idle < lim - 1e-12:

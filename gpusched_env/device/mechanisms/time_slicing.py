@@ -31,6 +31,7 @@ class TimeSlicingConfig:
             raise ValueError(f"time_slicing switch_s must be in [0, inf), got {self.switch_s}")
 
 
+INF = float("inf")
 _RUN, _HOLD = Grant(True), Grant(False)  # the active context's grant, the others'
 
 
@@ -45,7 +46,7 @@ class TimeSlicing(BaseMechanism):
         self.active, self.slice_end, self.switched_until = 0, self.cfg.slice_s, 0.0
 
     def plan(self, t: float, clients: Sequence[ClientView]) -> tuple[list[Grant], float]:
-        n, active = len(clients), self.active
+        n, active, cfg = len(clients), self.active, self.cfg
         nxt = -1  # the next context with queued work, round robin after the active one
         for k in range(1, n):
             j = (active + k) % n
@@ -54,21 +55,24 @@ class TimeSlicing(BaseMechanism):
                 break
         mine = clients[active]
         busy = mine.phase >= READY
+        if nxt < 0:  # nobody else waits: the active context keeps the GPU
+            if self.slice_end <= t:  # alone: its slice keeps renewing
+                self.slice_end += cfg.slice_s * (1 + (t - self.slice_end) // cfg.slice_s)
+            grants = [_HOLD] * n
+            grants[active] = _RUN
+            return grants, INF
         since = mine.idle_since
-        yielded = not busy and since >= 0 and t - since >= self.cfg.yield_idle_s - 1e-15
-        wake = float("inf")
-        if nxt >= 0 and not busy and not yielded:
-            wake = since + self.cfg.yield_idle_s
-        if nxt >= 0 and (yielded or t >= self.slice_end - 1e-15):
-            self.active, self.slice_end = nxt, t + self.cfg.slice_s
-            self.switched_until = t + self.cfg.switch_s
-        elif nxt < 0 and self.slice_end <= t:  # alone: its slice keeps renewing
-            self.slice_end += self.cfg.slice_s * (1 + (t - self.slice_end) // self.cfg.slice_s)
+        yielded = not busy and since >= 0 and t - since >= cfg.yield_idle_s - 1e-15
+        wake = since + cfg.yield_idle_s if not busy and not yielded else INF
+        if yielded or t >= self.slice_end - 1e-15:
+            self.active, self.slice_end = active, end = nxt, t + cfg.slice_s
+            self.switched_until = t + cfg.switch_s
+        else:
+            end = self.slice_end
         grants = [_HOLD] * n
-        grants[self.active] = _RUN
-        if nxt < 0:
-            return grants, float("inf")
-        return grants, self.slice_end if self.slice_end < wake else wake  # min(wake, slice end)
+        grants[active] = _RUN
+        return grants, end if end < wake else wake  # min(wake, slice end)
 
     def launch_delay(self, t: float, i: int, displaced: Sequence[int], clients: Sequence[ClientView]) -> float:
-        return max(0.0, self.switched_until - t)
+        d = self.switched_until - t
+        return d if d > 0.0 else 0.0  # max(0.0, d)
