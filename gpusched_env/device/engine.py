@@ -105,52 +105,11 @@ class DeviceSim:
 
     # -- the event loop -------------------------------------------------------------------------
     def run(self, until_s: float) -> RunStats:
-        """Advance to ``until_s`` and return the statistics so far: :meth:`step` in a loop, with
-        :meth:`_next_time` and :meth:`_advance` written out inline (the same operations in the same
-        order; tests/device/test_engine_toy.py checks that both give the same run)."""
-        clients, stats, handle, plan = self.clients, self.stats, self._handle, self._plan
-        while True:
-            # _next_time
-            now = self.t
-            t = self.wake
-            for c in clients:
-                phase = c.phase
-                if phase == RUN:
-                    start = c.stall_until
-                    if not start > now:  # max(now, stall_until)
-                        start = now
-                    r = c.rate
-                    x = start + c.remaining / r if r > 0 else (start if start > now else INF)
-                elif phase == HOST:
-                    x = c.ready_at
-                elif phase == IDLE and c.arr is not None and c.req < c.n_arr:
-                    x = c.arr[c.req]
-                else:
-                    continue
-                if x < t:
-                    t = x
-            t1 = now if now > t else t  # max(t, now)
-            if until_s < t1:  # min(next event, until_s)
-                t1 = until_s
-            # _advance
-            dt_busy, sm_time = 0.0, 0.0
-            for c in clients:
-                if c.phase == RUN and (r := c.rate) > 0:
-                    stall = c.stall_until
-                    span = t1 - (stall if stall > now else now)  # t1 - max(now, stall_until)
-                    if span > 0:
-                        c.remaining -= r * span
-                        if span > dt_busy:
-                            dt_busy = span
-                        sm_time += c.alloc * span
-                        c.stats.gpu_s += span
-            stats.busy_s += dt_busy
-            stats.sm_s += sm_time
-            self.t = t1
-            handle()
-            if t1 >= until_s:
-                return self.finish()
-            plan()
+        """Advance to ``until_s`` and return the statistics so far (:meth:`step` in a loop)."""
+        step = self.step
+        while step(until_s):
+            pass
+        return self.finish()
 
     def step(self, until_s: float = INF, replan: bool = True) -> bool:
         """Advance to the next event (at most ``until_s``); False once ``until_s`` is reached.
