@@ -5,7 +5,6 @@ line naming ``backend`` and the allowed values."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,9 @@ REAL_ONLY = {"avg_startup_s", "deadlocked", "interrupted", "timed_out", "wall_s"
 
 def run_bench(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
     from bench import cli
+    from tests.cli_helpers import run_main
 
-    monkeypatch.setattr(sys, "argv", ["gpusched-bench", *argv])
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    return code, capsys.readouterr().err
+    return run_main(cli.main, "gpusched-bench", argv, capsys, monkeypatch)
 
 
 def test_backends_by_name() -> None:

@@ -587,19 +587,24 @@ class Service:
             if isinstance(d, Start):
                 self.launch(rows[d.job_id], d.gpus, d.sharing)
 
+    def _dry_run(self, pol: Policy, state: ClusterState, view: ClusterView) -> dict[str, Any]:
+        """``pol``'s decisions on ``view``, applied to ``state`` only (nothing is launched): its name,
+        the decisions and the error that made them invalid, if any."""
+        ds = self._decide(pol, view)
+        err = None
+        if ds is not None:
+            try:
+                state.apply(ds, view.now)
+            except InvalidDecision as e:
+                err = str(e)
+        return {"name": pol.name, "decisions": [_describe(d) for d in ds or []], "error": err}
+
     def shadow(self, rows: list[JobRow], now_wall: float) -> None:
         """Log the policy's decisions next to the baseline's; launch nothing."""
         out: dict[str, Any] = {}
         for key, pol in (("policy", self.policy), ("baseline", self.baseline)):
             state, view = self.build(rows, now_wall)
-            ds = self._decide(pol, view)
-            err = None
-            if ds is not None:
-                try:
-                    state.apply(ds, view.now)
-                except InvalidDecision as e:
-                    err = str(e)
-            out[key] = {"name": pol.name, "decisions": [_describe(d) for d in ds or []], "error": err}
+            out[key] = self._dry_run(pol, state, view)
         line = json.dumps(out, sort_keys=True)
         if line != self._last_shadow:
             self._last_shadow = line
@@ -625,14 +630,7 @@ class Service:
         view = ClusterView(state, now_wall - self.epoch, np.ones((state.topology.n_gpus, 4)), progress)
         if not view.pending and not view.running and not self._slurm_events:
             return
-        ds = self._decide(self.policy, view)
-        err = None
-        if ds is not None:
-            try:
-                state.apply(ds, view.now)
-            except InvalidDecision as e:
-                err = str(e)
-        pol = {"name": self.policy.name, "decisions": [_describe(d) for d in ds or []], "error": err}
+        pol = self._dry_run(self.policy, state, view)
         line = json.dumps({"slurm": self._slurm_events, "policy": pol}, sort_keys=True)
         if self._slurm_events or line != self._last_shadow:
             self._last_shadow = line

@@ -87,15 +87,9 @@ def test_nvidia_dry_run_records_what_would_run(monkeypatch: pytest.MonkeyPatch, 
 def _real_main(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
     """``gpusched-real argv`` in this process: (exit code, stderr)."""
     from real import cli
+    from tests.cli_helpers import run_main
 
-    monkeypatch.setattr(sys, "argv", ["gpusched-real", *argv])
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
-    try:
-        cli.main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    return code, capsys.readouterr().err
+    return run_main(cli.main, "gpusched-real", argv, capsys, monkeypatch)
 
 
 REAL_CASES = [
