@@ -27,6 +27,19 @@ INF = float("inf")
 EPS = 1e-12
 
 
+
+def _two_shares(di: float, dj: float, li: int, lj: int) -> tuple[float, float]:
+    """The SM shares of two clients that both want SMs (demands ``di``, ``dj``, levels ``li``, ``lj``),
+    as the water fill gives them: the one served first (the lower level; on one level the smaller
+    demand, ``i`` on a tie) gets min(demand, its fair share), the other min(demand, what is left)."""
+    swap = (dj < di) if li == lj else (lj < li)
+    first, second = (dj, di) if swap else (di, dj)
+    share = 1.0 / 2 if li == lj else 1.0
+    a = share if share < first else first
+    rest = 1.0 - a  # what is left, / 1
+    b = rest if rest < second else second
+    return (b, a) if swap else (a, b)
+
 class ClientState:
     """Mutable state of one client during a run (mechanisms read it as a ``ClientView``).
 
@@ -292,16 +305,9 @@ class DeviceSim:
             d = demand[0]
             new[want[0]] = 1.0 if 1.0 < d else d
             return new
-        if len(want) == 2:  # the loop below, unrolled: the first served gets min(demand, its share)
+        if len(want) == 2:  # the loop below, unrolled
             (i, j), (di, dj) = want, demand
-            li, lj = grants[i].level, grants[j].level
-            if (dj < di) if li == lj else (lj < li):  # j is served first (stable sort by demand / level)
-                i, j, di, dj = j, i, dj, di
-            share = 1.0 / 2 if li == lj else 1.0
-            a = share if share < di else di
-            new[i] = a
-            share = 1.0 - a  # what is left, / 1
-            new[j] = share if share < dj else dj
+            new[i], new[j] = _two_shares(di, dj, grants[i].level, grants[j].level)
             return new
         dem = dict(zip(want, demand, strict=True))
         cap = 1.0
@@ -326,17 +332,7 @@ class DeviceSim:
             s, cap = c1.sm[c1.idx], g1.cap
             d1 = cap if cap < s else s
         if w0 and w1:
-            new = [0.0, 0.0]
-            i, j, di, dj = 0, 1, d0, d1
-            li, lj = g0.level, g1.level
-            if (dj < di) if li == lj else (lj < li):  # j is served first (stable sort by demand / level)
-                i, j, di, dj = j, i, dj, di
-            share = 1.0 / 2 if li == lj else 1.0
-            a = share if share < di else di
-            new[i] = a
-            share = 1.0 - a  # what is left, / 1
-            new[j] = share if share < dj else dj
-            return new
+            return list(_two_shares(d0, d1, g0.level, g1.level))
         if w0:  # alone: min(demand, 1.0 / 1)
             return [1.0 if 1.0 < d0 else d0, 0.0]
         if w1:

@@ -18,7 +18,7 @@ import re
 import shlex
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -128,13 +128,7 @@ def parse_job_times(text: str) -> list[SlurmRecord]:
     """``squeue -h -t all -o SQUEUE_TIMES_FORMAT`` → records. A pending job's start (Slurm's estimate),
     a live job's end (its time limit) and the start of a job cancelled before it ran are no facts: None."""
     out = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        parts = line.split(SEP)
-        if len(parts) != 10:
-            raise SlurmError(f"squeue: expected 10 '{SEP}'-separated fields, got {line!r}")
-        jid, name, state, nodes, n_nodes, gres, user, submit, start, end = parts
+    for jid, name, state, nodes, n_nodes, gres, user, submit, start, end in _rows(text, 10):
         st = state.strip()
         hosts = expand_hostlist(nodes)
         started = st not in ("PENDING", "REQUEUED") and bool(hosts)  # a job cancelled while pending has no nodes
@@ -181,16 +175,21 @@ def expand_hostlist(spec: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def parse_jobs(text: str) -> list[SlurmJob]:
-    """``squeue -h -o SQUEUE_FORMAT`` → jobs."""
-    out = []
+def _rows(text: str, n: int) -> Iterator[list[str]]:
+    """The ``n`` fields of each non-blank line of delimited ``squeue`` output; another count is an error."""
     for line in text.splitlines():
         if not line.strip():
             continue
         parts = line.split(SEP)
-        if len(parts) != 7:
-            raise SlurmError(f"squeue: expected 7 '{SEP}'-separated fields, got {line!r}")
-        jid, name, state, nodes, gres, user, reason = parts
+        if len(parts) != n:
+            raise SlurmError(f"squeue: expected {n} '{SEP}'-separated fields, got {line!r}")
+        yield parts
+
+
+def parse_jobs(text: str) -> list[SlurmJob]:
+    """``squeue -h -o SQUEUE_FORMAT`` → jobs."""
+    out = []
+    for jid, name, state, nodes, gres, user, reason in _rows(text, 7):
         out.append(SlurmJob(int(jid.split("_")[0]), name, state, expand_hostlist(nodes), gpu_count(gres),
                             user, reason))
     return out
