@@ -447,6 +447,25 @@ def _job_dir(cfg: DictConfig) -> tuple[Path, bool]:
     return Path(cfg.out_dir), False
 
 
+def policy_names_help() -> str:
+    """The policies of every level, read from their registries (``--help`` shows this)."""
+    import textwrap
+
+    from baselines import POLICIES
+    from gpusched_env.device.bench import BE_CAPPED_POLICIES
+    from gpusched_env.device.daris.scenario import STAGE_POLICIES
+    from gpusched_env.device.mechanisms import MECHANISMS
+    from gpusched_env.pipeline.schedules import SCHEDULES
+
+    device = [*MECHANISMS, *BE_CAPPED_POLICIES, *(p for p in STAGE_POLICIES if p not in MECHANISMS)]
+    lines = [f"cluster: {' '.join(POLICIES)} agent (with agent_path=FILE)",
+             f"device: {' '.join(device)} agent", f"pipeline: {' '.join(SCHEDULES)} agent"]
+    return "\n".join(textwrap.fill(x, 100, subsequent_indent="          ") for x in lines)
+
+
+OmegaConf.register_new_resolver("gpusched_policies", policy_names_help, replace=True)
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="bench", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
     console = wide_console()

@@ -86,3 +86,19 @@ def test_unknown_and_duplicate_names_are_named_errors() -> None:
     with pytest.raises(ValueError, match=r"^widget 'a' is registered already$"):
         reg.add("a", 2, module="m")
     assert dict(reg) == {"a": 1} and reg.entry("a").module == "m"
+
+
+def test_bench_help_lists_the_registered_policies_of_every_level(toys: None, capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from bench import cli
+
+    monkeypatch.setattr(sys, "argv", ["gpusched-bench", "--help"])
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    out = capsys.readouterr().out
+    assert e.value.code in (0, None)
+    assert "cluster: fifo sjf srtf las" in out and "toy_fifo" in out
+    assert "device: exclusive time_slicing mps mps_priority tgs tally toy_mps mps_be50" in out
+    assert "pipeline: gpipe 1f1b zb zb_cpu adaptra toy_gpipe agent" in out
