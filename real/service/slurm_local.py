@@ -51,12 +51,23 @@ def unavailable() -> str | None:
     return None
 
 
-def _free_port() -> int:
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct ports that are free now, chosen below Linux's ephemeral range (32768-60999), so
+    that the outgoing connections of other processes cannot take one before the daemons bind it."""
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    out: list[int] = []
+    while len(out) < n:
+        port = 20000 + secrets.randbelow(12000)
+        if port in out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        out.append(port)
+    return out
 
 
 @dataclass
@@ -97,9 +108,7 @@ class LocalSlurm:
         key.chmod(0o600)
         for g in range(self.gpus_per_node):
             (r / "dev" / f"gpu{g}").touch()  # fake device files: slurmd only checks that they exist
-        ctld, slurmd = _free_port(), _free_port()
-        first = _free_port()
-        ports = [first + i for i in range(self.nodes)]
+        ctld, slurmd, *ports = _free_ports(2 + self.nodes)
         nodes = ",".join(self.node_names)
         lines = [
             "ClusterName=gpusched-local",
@@ -149,12 +158,24 @@ class LocalSlurm:
         self.procs.append(subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                                            start_new_session=True))
 
-    def start(self, timeout_s: float = 60.0) -> LocalSlurm:
+    def start(self, timeout_s: float = 60.0, attempts: int = 3) -> LocalSlurm:
+        """Start munged, slurmctld and the slurmds; a daemon that exits while starting (e.g. its port
+        was taken in the meantime) is retried on new ports, up to ``attempts`` times."""
         why = unavailable()
         if why:
             raise RuntimeError(why)
+        for attempt in range(attempts):
+            try:
+                return self._start_once(timeout_s)
+            except RuntimeError as e:
+                if "exited" not in str(e) or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self, timeout_s: float) -> LocalSlurm:
         self.write_config()
         r = self.root
+        (r / "munge.sock").unlink(missing_ok=True)  # a previous attempt's: wait for the new one
         self._spawn([str(find("munged")), "--foreground", f"--key-file={r}/munge.key",
                      f"--socket={r}/munge.sock", f"--pid-file={r}/run/munged.pid",
                      f"--log-file={r}/log/munged.log", f"--seed-file={r}/munge.seed", "--force"],

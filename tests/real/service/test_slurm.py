@@ -255,3 +255,16 @@ def test_a_stop_signal_before_the_part_started_cancels_it(tmp_path: Path) -> Non
     calls.clear()
     eng.signal("n1", 3, 0, signal.SIGTERM)
     assert calls == [["scancel", "--signal=TERM", "--full", "7"]]
+
+
+def test_local_cluster_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
+    """A node port taken by another process made a slurmd exit at start: every port is checked, and
+    none is one an outgoing connection could be given meanwhile."""
+    import socket
+
+    from real.service.slurm_local import _free_ports
+
+    ports = _free_ports(5)
+    assert len(set(ports)) == 5 and all(20000 <= p < 32000 for p in ports)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports[0]))  # free when chosen
