@@ -1,4 +1,4 @@
-"""gpusched/bench/studies.py helpers and the PAL locality behaviour the A2 sweep relies on."""
+"""gpusched/studies/reproduction.py helpers and the PAL locality behaviour the A2 sweep relies on."""
 
 from __future__ import annotations
 
