@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 # Slurm and munge from the distribution's packages, for the tests that start a one-machine Slurm
-# cluster (real/service/slurm_local.py). Where they cannot be installed (no apt, not root) those
+# cluster (gpusched/real/service/slurm_local.py). Where they cannot be installed (no apt, not root) those
 # tests skip and say why.
 services:
 	@if ! command -v slurmctld >/dev/null 2>&1 && ! test -x /usr/sbin/slurmctld; then \
@@ -41,7 +41,7 @@ bench: $(STAMP)
 	$(BIN)/gpusched-bench scenario=synthetic_philly
 
 lint: $(STAMP)
-	$(BIN)/ruff check gpusched_env baselines bench agents real studies tests
+	$(BIN)/ruff check gpusched_env gpusched tests
 	$(BIN)/mypy
 
 test: lint services
@@ -59,11 +59,11 @@ fuzz: $(FUZZ_DEPS)
 	GPUSCHED_FUZZ=$(GPUSCHED_FUZZ) $(BIN)/python -m pytest -p no:cacheprovider tests/test_fuzz.py tests/real/test_fuzz_real.py \
 		--hypothesis-show-statistics
 
-# Retrain every shipped checkpoint (agents/pretrained/manifest.json: each one's gpusched-train command, a
+# Retrain every shipped checkpoint (gpusched/agents/pretrained/manifest.json: each one's gpusched-train command, a
 # step budget and a seed) into runs/pretrained/NAME and print the largest weight difference to the shipped
 # file. 9-12 minutes on a 2-core machine at load average 5-10 (docs/AGENTS.md, *Shipped checkpoints*).
 agents: $(STAMP)
-	$(BIN)/python -m agents.pretrained train --out runs/pretrained
+	$(BIN)/python -m gpusched.agents.pretrained train --out runs/pretrained
 
 perf: $(STAMP)
 	$(BIN)/gpusched-bench scenario=philly_full perf=true policies=[fifo] out_dir=results/perf

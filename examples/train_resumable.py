@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from real import job
+from gpusched.real import job
 
 
 def main(argv: list[str]) -> int:

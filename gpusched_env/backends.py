@@ -4,7 +4,7 @@ A backend runs one (scenario, policy, run seed, workload) and returns the worklo
 run's :class:`~gpusched_env.metrics.RunResult`; the bench app computes the metrics and writes
 results.json the same way whichever backend ran. ``sim`` is the simulator
 (:func:`gpusched_env.cluster.build.simulate`, the default); ``real`` runs the jobs as real processes on
-real devices or CPU stand-ins (``real.runs:RealRuns``, the backend of ``gpusched-real replay``).
+real devices or CPU stand-ins (``gpusched.real.runs:RealRuns``, the backend of ``gpusched-real replay``).
 
 The table holds ``module:factory`` paths, resolved when a backend is made, so that nothing here
 imports an app (imports point downward: tests/test_architecture.py); another package adds its own
@@ -27,7 +27,7 @@ from gpusched_env.scenario import Scenario
 
 BACKENDS: dict[str, str] = {
     "sim": "gpusched_env.backends:SimRuns",
-    "real": "real.runs:RealRuns",
+    "real": "gpusched.real.runs:RealRuns",
 }
 """Backend name -> ``module:factory`` (the first is the default)."""
 

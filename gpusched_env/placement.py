@@ -1,6 +1,6 @@
 """The placement vocabulary shared by policies and the env: a working context over a view and the
 ``Placement`` protocol (``place(job, ctx) -> GpuSet | None``). Placement *choices* live in
-:mod:`baselines.placement`; this module only says what a placement receives and returns.
+:mod:`gpusched.baselines.placement`; this module only says what a placement receives and returns.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""The one registry idiom of every level: policies (``baselines.POLICIES``), sharing mechanisms
+"""The one registry idiom of every level: policies (``gpusched.baselines.POLICIES``), sharing mechanisms
 (``gpusched_env.device.mechanisms.MECHANISMS``) and pipeline schedules
 (``gpusched_env.pipeline.schedules.SCHEDULES``).
 
 A :class:`Registry` maps a name to what builds it, with a one-line summary and the module whose code
-implements it; ``bench.doc_tables`` renders README's policy tables from these entries. Adding a
+implements it; ``gpusched.bench.doc_tables`` renders README's policy tables from these entries. Adding a
 policy, mechanism or schedule is its own file plus one registration line (``REG.add(...)`` or the
 ``@REG.register(...)`` decorator); an unknown name is a ``ValueError`` listing the known ones.
 """

@@ -1,5 +1,5 @@
 """The one round rule of every round-based scheduler: the round-based heuristics
-(:class:`baselines.scheduler.QueueScheduler`), ``gpusched/Cluster-v1``'s round points and the agent
+(:class:`gpusched.baselines.scheduler.QueueScheduler`), ``gpusched/Cluster-v1``'s round points and the agent
 adapter all ask a :class:`RoundClock`, so their rounds coincide."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ on a job's record, the deadline check, and how a run's result and status are ass
 One implementation for the simulator and the real backend, so that the two cannot disagree about
 when a run is deadlocked, what a restart is, or whether a run is complete.
 
-How a backend uses it (``real/backend.py`` does all of this)::
+How a backend uses it (``gpusched/real/backend.py`` does all of this)::
 
     stall = StallCounter()                      # one per run
     # at every decision point, before the policy is asked:

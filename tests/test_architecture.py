@@ -1,9 +1,11 @@
 """The import direction of the three levels: contracts at the top of ``gpusched_env``, then the
 cluster level; the device and pipeline levels never import the cluster level; nothing in
-``gpusched_env`` imports a policy, an agent, the bench app or the real backend. Above the model the
-apps stand in a line, gpusched_env <- baselines <- agents <- bench <- studies, with the real backend
-beside the bench app (on gpusched_env, baselines and agents); no package imports one above it, and
-no relative import crosses a package."""
+``gpusched_env`` imports a policy, an agent, the bench app or the real backend (nothing of ``gpusched``).
+Above the model the apps, the subpackages of ``gpusched``, stand in a line, gpusched_env <-
+gpusched.baselines <- gpusched.agents <- gpusched.bench <- gpusched.studies, with the real backend
+(gpusched.real) beside the bench app (on gpusched_env, baselines and agents); no package imports one
+above it, and no relative import crosses a package. The wheel's only top-level packages are
+``gpusched_env`` and ``gpusched``."""
 
 from __future__ import annotations
 
@@ -14,16 +16,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "gpusched_env"
-APPS = ("baselines", "agents", "bench", "real", "studies")
+APPS = ("gpusched",)
+"""What the model may never import: the package of every app (``gpusched`` and its subpackages)."""
+BL, AG, BE, RE, ST = (f"gpusched.{p}" for p in ("baselines", "agents", "bench", "real", "studies"))
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "gpusched_env": (),
-    "baselines": ("gpusched_env",),
-    "agents": ("gpusched_env", "baselines"),
-    "bench": ("gpusched_env", "baselines", "agents"),
-    "real": ("gpusched_env", "baselines", "agents"),
-    "studies": ("gpusched_env", "baselines", "agents", "bench"),
+    BL: ("gpusched_env",),
+    AG: ("gpusched_env", BL),
+    BE: ("gpusched_env", BL, AG),
+    RE: ("gpusched_env", BL, AG),
+    ST: ("gpusched_env", BL, AG, BE),
 }
-"""Each top-level package and the project packages it may import (besides itself)."""
+"""Each project package (the model and the apps under ``gpusched``) and those it may import (besides itself)."""
 
 
 def _imports(path: Path) -> list[str]:
@@ -47,7 +51,7 @@ def _violations(files: list[Path], forbidden: tuple[str, ...]) -> list[str]:
     for f in files:
         for m in _imports(f):
             if any(m == x or m.startswith(x + ".") for x in forbidden):
-                bad.append(f"{f.relative_to(ROOT)} imports {m}")
+                bad.append(f"{f.relative_to(ROOT) if f.is_relative_to(ROOT) else f.name} imports {m}")
     return bad
 
 
@@ -118,17 +122,30 @@ def test_spec_leaves_import_nothing_from_the_package():
 def test_the_checker_sees_a_violation(tmp_path):
     """The AST scan finds imports inside functions too (a lazy import is still a dependency)."""
     f = tmp_path / "m.py"
-    f.write_text("def f():\n    from baselines import get_policy\n")
-    assert _imports(f) == ["baselines"]
+    f.write_text("def f():\n    from gpusched.baselines import get_policy\n")
+    assert _imports(f) == ["gpusched.baselines"]
+    assert _violations([f], APPS) == ["m.py imports gpusched.baselines"]
+    f.write_text("import gpusched_env.types\n")  # the model's own name is not the apps' package
+    assert _violations([f], APPS) == []
 
 
 def _package_files(pkg: str) -> list[Path]:
-    return sorted((ROOT / pkg).rglob("*.py"))
+    return sorted((ROOT / pkg.replace(".", "/")).rglob("*.py"))
+
+
+def _package_of(module: str) -> str:
+    """The project package (a key of :data:`MAY_IMPORT`, or ``gpusched`` itself) ``module`` is in, else ''."""
+    parts = module.split(".")
+    if parts[0] == "gpusched_env":
+        return "gpusched_env"
+    if parts[0] == "gpusched":
+        return ".".join(parts[:2])
+    return ""
 
 
 def _project_imports(path: Path) -> set[str]:
-    """The project's top-level packages that ``path`` imports."""
-    return {m.split(".")[0] for m in _imports(path)} & set(MAY_IMPORT)
+    """The project packages that ``path`` imports (``gpusched`` alone counts: it is no package of the line)."""
+    return {_package_of(m) for m in _imports(path)} - {""}
 
 
 def _order_violations(packages: dict[str, list[Path]]) -> list[str]:
@@ -147,10 +164,12 @@ def test_apps_import_only_the_packages_below_them():
 def test_the_order_check_sees_an_import_upwards(tmp_path):
     """agents importing the bench app (the circle the apps once had) is caught, lazily or not."""
     f = tmp_path / "m.py"
-    f.write_text("import numpy\n\ndef f():\n    from bench.level_runner import level_of\n")
-    assert _order_violations({"agents": [f]}) == ["m.py (agents) imports bench"]
-    assert _order_violations({"real": [f]}) == ["m.py (real) imports bench"]
-    assert _order_violations({"bench": [f], "studies": [f]}) == []
+    f.write_text("import numpy\n\ndef f():\n    from gpusched.bench.level_runner import level_of\n")
+    assert _order_violations({AG: [f]}) == ["m.py (gpusched.agents) imports gpusched.bench"]
+    assert _order_violations({RE: [f]}) == ["m.py (gpusched.real) imports gpusched.bench"]
+    assert _order_violations({BE: [f], ST: [f]}) == []
+    f.write_text("import gpusched\n")  # the umbrella package is no way around the line
+    assert _order_violations({BL: [f]}) == ["m.py (gpusched.baselines) imports gpusched"]
 
 
 def test_no_relative_import_crosses_a_package():
@@ -158,7 +177,7 @@ def test_no_relative_import_crosses_a_package():
     bad = []
     for pkg in MAY_IMPORT:
         for f in _package_files(pkg):
-            depth = len(f.relative_to(ROOT / pkg).parts) - 1  # folders below the package root
+            depth = len(f.relative_to(ROOT / pkg.replace(".", "/")).parts) - 1  # folders below the package root
             for node in ast.walk(ast.parse(f.read_text(), str(f))):
                 if isinstance(node, ast.ImportFrom) and node.level > depth + 1:
                     bad.append(f"{f.relative_to(ROOT)}: from {'.' * node.level}{node.module or ''}")
@@ -166,9 +185,14 @@ def test_no_relative_import_crosses_a_package():
 
 
 def test_every_package_is_in_the_line():
-    """A new top-level package must take its place in :data:`MAY_IMPORT` (and pyproject's packages)."""
+    """Two top-level packages, the model and ``gpusched``; a new app is a subpackage of ``gpusched`` and
+    must take its place in :data:`MAY_IMPORT` (pyproject's packages take ``gpusched.*``). The umbrella
+    ``gpusched/__init__.py`` imports nothing."""
     found = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
-    assert found == set(MAY_IMPORT)
+    assert found == {"gpusched_env", "gpusched"}
+    apps = {f"gpusched.{p.name}" for p in (ROOT / "gpusched").iterdir() if (p / "__init__.py").is_file()}
+    assert apps == set(MAY_IMPORT) - {"gpusched_env"}
+    assert _imports(ROOT / "gpusched" / "__init__.py") == []
 
 
 def test_backends_are_found_by_path_not_by_import():
@@ -182,5 +206,5 @@ def test_backends_are_found_by_path_not_by_import():
     for name, path in BACKENDS.items():
         module, _, attr = path.partition(":")
         assert callable(getattr(importlib.import_module(module), attr)), name
-    assert BACKENDS["real"].split(".")[0] == "real" and "real" not in MAY_IMPORT["bench"]
-    assert _order_violations({"bench": _package_files("bench")}) == []
+    assert _package_of(BACKENDS["real"].partition(":")[0]) == RE and RE not in MAY_IMPORT[BE]
+    assert _order_violations({BE: _package_files(BE)}) == []

@@ -16,11 +16,11 @@ from gpusched_env.config_util import ConfigError
 JOBS = ("scenario.workload.jobs=[{job_id:0,arrival_s:0.0,num_gpus:1,work_iters:20,model:pointnet,perf_class:D,"
         "mem_gb:0.5},{job_id:1,arrival_s:0.0,num_gpus:1,work_iters:30,model:pointnet,perf_class:D,mem_gb:0.5}]")
 TINY = "real.models={pointnet:{arch:mlp,width:32,depth:1,batch:8,input:32}}"
-REAL_ONLY = {"avg_startup_s", "deadlocked", "interrupted", "timed_out", "wall_s"}  # real.backend's result
+REAL_ONLY = {"avg_startup_s", "deadlocked", "interrupted", "timed_out", "wall_s"}  # gpusched.real.backend's result
 
 
 def run_bench(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    from bench import cli
+    from gpusched.bench import cli
     from tests.cli_helpers import run_main
 
     return run_main(cli.main, "gpusched-bench", argv, capsys, monkeypatch)
@@ -30,7 +30,7 @@ def test_backends_by_name() -> None:
     assert list(BACKENDS) == ["sim", "real"]
     assert isinstance(make_backend("sim"), SimRuns) and make_backend("sim").parallel
     real = make_backend("real", {"devices": {"kind": "cpu"}})
-    assert type(real).__module__ == "real.runs" and not real.parallel  # registered by path: nothing imports real
+    assert type(real).__module__ == "gpusched.real.runs" and not real.parallel  # registered by path: nothing imports real
     with pytest.raises(ConfigError, match=r"^backend: sim takes no options, got \['devices'\]$"):
         make_backend("sim", {"devices": {}})
     with pytest.raises(ConfigError, match=r"^real\.colour: unknown key; a real run reads devices, real, models"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.bare_loop import replay, time_replay
+from gpusched.bench.bare_loop import replay, time_replay
 from gpusched_env.catalog import base_iter_s
 from gpusched_env.types import Job
 

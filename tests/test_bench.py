@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.runner import run_tasks, tasks_for
+from gpusched.bench.runner import run_tasks, tasks_for
 from gpusched_env import data as data_mod
 from gpusched_env.scenario import build_workloads, load_scenario
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_bench_cli_writes_results(tmp_path):
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "bench.cli", "scenario=synthetic_small", "policies=[fifo,las,gandiva]",
+    cmd = [sys.executable, "-m", "gpusched.bench.cli", "scenario=synthetic_small", "policies=[fifo,las,gandiva]",
            "seeds=[0,1]", f"out_dir={out}", "workers=2", "check_invariants=true",
            "table_metrics=[avg_jct_s,avg_jct_all_s,jobs_finished]"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
@@ -45,7 +45,7 @@ def test_bench_cli_writes_results(tmp_path):
 
 
 def test_unknown_table_metric_is_a_named_error():
-    from bench.report import print_report
+    from gpusched.bench.report import print_report
 
     doc = {"scenario": "toy", "seeds": [0],
            "policies": {"fifo": {"metrics": {"avg_jct_s": 1.0}, "per_seed": [{"metrics": {"avg_jct_s": 1.0}}]}}}
@@ -77,14 +77,14 @@ def test_missing_data_names_file_and_remedy(monkeypatch, tmp_path):
 
 
 def test_workload_subset():
-    from bench.runner import aggregate
+    from gpusched.bench.runner import aggregate
 
     scn = load_scenario("pal_philly")
     tasks = tasks_for(scn, ["fifo"], [0], [6, 7])
     assert [t.workload for t in tasks] == [6, 7]
     with pytest.raises(ValueError, match="out of range"):
         tasks_for(scn, ["fifo"], [0], [8])
-    from bench.runner import TaskResult
+    from gpusched.bench.runner import TaskResult
 
     fake = [TaskResult(t, scn.workload_names[t.workload], {"avg_jct_s": float(t.workload)}) for t in tasks]
     block = aggregate(scn, fake, [0])
@@ -93,7 +93,7 @@ def test_workload_subset():
 
 
 def test_same_results_names_each_difference():
-    from bench.same_results import differences
+    from gpusched.bench.same_results import differences
 
     a = {"fifo": {"metrics": {"avg_jct_s": 1.0, "wall_s": 3.0}, "per_seed": [{"seed": 0, "metrics": {"x": 1}}]}}
     b = {"fifo": {"metrics": {"avg_jct_s": 1.5, "wall_s": 9.0}, "per_seed": [{"seed": 0, "metrics": {"x": 2}}]}}
@@ -109,7 +109,7 @@ def test_bench_runs_a_pipeline_scenario(tmp_path):
     import yaml
     from rich.console import Console
 
-    from bench.level_runner import run_level_bench
+    from gpusched.bench.level_runner import run_level_bench
     from gpusched_env.scenario import CONF_DIR
 
     raw = yaml.safe_load((CONF_DIR / "scenario" / "adaptra_14b.yaml").read_text())
@@ -124,7 +124,7 @@ def test_bench_runs_a_pipeline_scenario(tmp_path):
 
 
 def test_unknown_level_is_a_named_error():
-    from bench.level_runner import level_of
+    from gpusched.bench.level_runner import level_of
     from gpusched_env.config_util import ConfigError
 
     with pytest.raises(ConfigError, match="scenario.level: 'gpu' is not one of cluster, device, pipeline"):
@@ -139,7 +139,7 @@ def test_timeline_plot_one_panel_row_per_policy_over_the_busy_window(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bench.report import busy_window, plot, timeline_figure
+    from gpusched.bench.report import busy_window, plot, timeline_figure
 
     h = 3600.0
     series = {}

@@ -20,8 +20,8 @@ BASE = ["scenario=synthetic_small", "policies=[fifo]", "seeds=[0]", "workers=1",
 
 
 def run_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    """Run ``gpusched-bench argv`` in this process (bench.cli.main); (exit code, stdout, stderr)."""
-    from bench import cli
+    """Run ``gpusched-bench argv`` in this process (gpusched.bench.cli.main); (exit code, stdout, stderr)."""
+    from gpusched.bench import cli
 
     monkeypatch.setattr(sys, "argv", ["gpusched-bench", *argv])
     monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
@@ -172,7 +172,7 @@ def test_agent_of_another_scenario_names_it(tmp_path, capsys, monkeypatch):
     from sb3_contrib import MaskablePPO
 
     import gpusched_env  # noqa: F401
-    from agents.adapter import write_meta
+    from gpusched.agents.adapter import write_meta
 
     torch.set_num_threads(1)
     env = gym.make("gpusched/Cluster-v0", scenario="synthetic_small")
@@ -210,7 +210,7 @@ def test_read_only_out_dir(tmp_path, capsys, monkeypatch):
 
 def _bench(args: list[str], **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    return subprocess.Popen([sys.executable, "-m", "bench.cli", *args], env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "gpusched.bench.cli", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -225,7 +225,7 @@ def test_error_printed_once_with_worker_processes(tmp_path):
 
 def test_check_out_dir_refuses_results_in_multirun_unless_overwrite(tmp_path):
     """The rule test_multirun_jobs_never_overwrite checks end to end (3 sweeps, marked slow)."""
-    from bench.cli import check_out_dir
+    from gpusched.bench.cli import check_out_dir
     from gpusched_env.config_util import ConfigError
 
     out = tmp_path / "job0"
@@ -307,7 +307,7 @@ def test_ctrl_c_writes_finished_runs(tmp_path):
 
 
 def test_result_files_are_world_readable(tmp_path):
-    from bench.report import write_atomic
+    from gpusched.bench.report import write_atomic
 
     old = os.umask(0o022)
     try:
@@ -320,7 +320,7 @@ def test_result_files_are_world_readable(tmp_path):
 def test_train_bad_scenario_is_one_line_before_anything_is_written(tmp_path):
     out = tmp_path / "t"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-m", "agents.train", "scenario=synthetic_small", "scenario.model.locality.lf=0",
+    p = subprocess.run([sys.executable, "-m", "gpusched.agents.train", "scenario=synthetic_small", "scenario.model.locality.lf=0",
                         f"out_dir={out}"], env=env, capture_output=True, text=True, timeout=120)
     lines = [x for x in p.stderr.splitlines() if x.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr

@@ -6,18 +6,18 @@ from pathlib import Path
 
 import pytest
 
-from bench import doc_tables
+from gpusched.bench import doc_tables
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 def test_readme_policy_tables_are_current() -> None:
     block = doc_tables.block_of(README.read_text())
-    assert block == doc_tables.render(), "README.md's policy tables are stale: run python -m bench.doc_tables --write README.md"
+    assert block == doc_tables.render(), "README.md's policy tables are stale: run python -m gpusched.bench.doc_tables --write README.md"
 
 
 def test_every_registered_policy_has_one_row_with_a_description() -> None:
-    from baselines import POLICY_NAMES
+    from gpusched.baselines import POLICY_NAMES
     from gpusched_env.device.daris.scenario import STAGE_POLICIES
     from gpusched_env.device.mechanisms import MECHANISMS
     from gpusched_env.pipeline.schedules import SCHEDULES
@@ -40,7 +40,7 @@ def test_rows_name_the_module_that_implements_each_policy() -> None:
     assert by_name["zb"].module == "gpusched_env.pipeline.schedules.zb"
     assert by_name["gpipe"].family == "GPipe (Huang et al., 2019)"
     cluster = {r.name: r for r in doc_tables.cluster_rows()}
-    assert cluster["pal"].module == "baselines.pal"
+    assert cluster["pal"].module == "gpusched.baselines.pal"
     assert cluster["eaco"].family == "EaCO (Haghshenas & Hashemi, arXiv 2412.08294)"
     stage = {r.name: r for r in doc_tables.stage_rows()}
     assert stage["batching"].description == "one stream on the whole GPU"

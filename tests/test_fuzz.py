@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agents.policies import make_policy
-from baselines import POLICY_NAMES
+from gpusched.agents.policies import make_policy
+from gpusched.baselines import POLICY_NAMES
 from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import ConfigError
 from gpusched_env.scenario import build_workloads, load_scenario

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from baselines import get_policy
+from gpusched.baselines import get_policy
 from gpusched_env.cluster.model import SimModel, StragglerConfig
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.invariants import InvariantChecker

@@ -12,9 +12,9 @@ import pytest
 import yaml
 from rich.console import Console
 
-from bench import level_runner
-from bench.level_runner import BenchInterrupted, load_level_scenario, run_level_bench
-from bench.report import mark_subsets, paper_table, results_table
+from gpusched.bench import level_runner
+from gpusched.bench.level_runner import BenchInterrupted, load_level_scenario, run_level_bench
+from gpusched.bench.report import mark_subsets, paper_table, results_table
 from gpusched_env.scenario import CONF_DIR
 
 
@@ -69,7 +69,7 @@ def test_agent_model_is_recorded(tmp_path):
     import torch
     from sb3_contrib import MaskablePPO
 
-    from agents.adapter import write_meta
+    from gpusched.agents.adapter import write_meta
     from gpusched_env.envs.gpushare import GPUShareEnv
 
     raw = _raw("tally_pairs", duration_s=0.2)
@@ -148,7 +148,7 @@ def test_sigint_stops_workers_and_writes_finished_runs(tmp_path):
     root = Path(__file__).resolve().parent.parent
     out = tmp_path / "o"
     seeds = ",".join(str(s) for s in range(100))
-    p = subprocess.Popen([sys.executable, "-m", "bench.cli", "scenario=daris_rt", "scenario.duration_s=0.5",
+    p = subprocess.Popen([sys.executable, "-m", "gpusched.bench.cli", "scenario=daris_rt", "scenario.duration_s=0.5",
                           "policies=[daris]", f"seeds=[{seeds}]", "workers=2", "plots=false", f"out_dir={out}"],
                          env={**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, start_new_session=True)

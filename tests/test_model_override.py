@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents.policies import make_policy
+from gpusched.agents.policies import make_policy
 from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import ConfigError, override
 from gpusched_env.scenario import load_scenario

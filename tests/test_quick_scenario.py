@@ -3,7 +3,7 @@ hardly queue: FIFO and SJF gave the same JCTs there to the digit)."""
 
 from __future__ import annotations
 
-from bench.runner import make_policy, simulate
+from gpusched.bench.runner import make_policy, simulate
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario
 

@@ -12,12 +12,12 @@ from dataclasses import replace
 
 import pytest
 
-from baselines import POLICIES
-from baselines.ordering import FifoOrder
-from baselines.placement import PackedPlacement
-from baselines.scheduler import QueueScheduler
-from bench import doc_tables
-from bench.runner import run_tasks, tasks_for
+from gpusched.baselines import POLICIES
+from gpusched.baselines.ordering import FifoOrder
+from gpusched.baselines.placement import PackedPlacement
+from gpusched.baselines.scheduler import QueueScheduler
+from gpusched.bench import doc_tables
+from gpusched.bench.runner import run_tasks, tasks_for
 from gpusched_env.device import bench as device_bench
 from gpusched_env.device.mechanisms import MECHANISMS
 from gpusched_env.device.mechanisms.mps import Mps
@@ -92,7 +92,7 @@ def test_bench_help_lists_the_registered_policies_of_every_level(toys: None, cap
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from bench import cli
+    from gpusched.bench import cli
 
     monkeypatch.setattr(sys, "argv", ["gpusched-bench", "--help"])
     with pytest.raises(SystemExit) as e:

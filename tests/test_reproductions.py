@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.policies import make_policy
-from baselines import get_policy
+from gpusched.agents.policies import make_policy
+from gpusched.baselines import get_policy
 from gpusched_env.catalog import GPUS, model_spec
 from gpusched_env.cluster.build import simulate, with_run_time
 from gpusched_env.cluster.model import SimModel

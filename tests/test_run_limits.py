@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from bench.runner import Task, make_policy, run_tasks, simulate
+from gpusched.bench.runner import Task, make_policy, run_tasks, simulate
 from gpusched_env.cluster import watch as watch_mod
 from gpusched_env.cluster.model import SimModel
 from gpusched_env.cluster.simulator import Simulator
@@ -37,7 +37,7 @@ class _Recorder:
     """LAS (round 360 s, events on) that records the time of every decision point."""
 
     def __init__(self) -> None:
-        from baselines import get_policy
+        from gpusched.baselines import get_policy
 
         self.inner = get_policy("las", round_s=360.0)
         self.name, self.round_s, self.events = "las", 360.0, True

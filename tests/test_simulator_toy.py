@@ -104,7 +104,7 @@ def test_deterministic_with_variability():
     ],
 )
 def test_baseline_jcts_by_hand(policy, finish):
-    from baselines import get_policy
+    from gpusched.baselines import get_policy
 
     _, res = run(get_policy(policy))
     assert {r.job.job_id: r.finish_s for r in res.records} == pytest.approx(finish)

@@ -22,7 +22,7 @@ def _fresh_notes():
 
 
 def test_one_set_of_names_everywhere() -> None:
-    from real.pairs import MECHANISMS as REAL_PAIRS
+    from gpusched.real.pairs import MECHANISMS as REAL_PAIRS
 
     assert SHARING_MECHANISMS == ("exclusive", "time_slicing", "mps", "mps_priority")  # docs/NAMES.md
     assert set(SHARING_KINDS) == set(SHARING_MECHANISMS) and SHARING_KINDS[0] == "time_slicing"
@@ -54,7 +54,7 @@ def test_sharing_reads_the_old_kinds(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_device_scenario_and_bench_policies_read_old_names(capsys: pytest.CaptureFixture[str]) -> None:
-    from bench.level_runner import check_level
+    from gpusched.bench.level_runner import check_level
 
     raw = yaml.safe_load((CONF_DIR / "scenario" / "h100_pairs.yaml").read_text())
     raw["default_policies"] = ["exclusive", "timeslice", "mps_prio"]

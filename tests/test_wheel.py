@@ -31,6 +31,9 @@ def test_wheel_install_runs_bench_outside_repo(tmp_path: Path) -> None:
     assert "gpusched_env/conf/scenario_defaults/cluster.yaml" in names  # every cluster scenario composes it
     assert "gpusched_env/conf/real/config.yaml" in names and "gpusched_env/conf/train.yaml" in names
     assert "gpusched_env/conf/hydra/launcher/local_joblib.yaml" in names
+    assert "gpusched/agents/pretrained/manifest.json" in names
+    # exactly the project's two top-level packages: no `agents`, `bench`, `real` ... in a user's site-packages
+    assert {n.split("/")[0] for n in names if ".dist-info/" not in n} == {"gpusched_env", "gpusched"}
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
@@ -48,7 +51,7 @@ def test_wheel_install_runs_bench_outside_repo(tmp_path: Path) -> None:
     # the system-site-packages view may hold an editable install of this project: the venv's own
     # site-packages come first, and PYTHONPATH is cleared so the checkout is not importable
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    where = subprocess.run([str(py), "-c", "import gpusched_env, bench; print(gpusched_env.__file__, bench.__file__)"],
+    where = subprocess.run([str(py), "-c", "import gpusched_env, gpusched.bench as b; print(gpusched_env.__file__, b.__file__)"],
                            cwd=work, env=env, capture_output=True, text=True, check=True).stdout
     assert str(venv) in where and str(ROOT) not in where, where
     out = work / "out"

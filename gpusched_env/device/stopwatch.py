@@ -88,7 +88,7 @@ def pair_cpu(mechanism: str, repeats: int = 5, pair: str = PAIR) -> float:
 
 def all_pairs_cpu() -> float:
     """CPU seconds of every (policy, pair) of tally_pairs at seed 0 in this process (one core), the
-    caches cleared first: sequences and standalone runs are built as ``bench.cli workers=1`` builds them."""
+    caches cleared first: sequences and standalone runs are built as ``gpusched.bench.cli workers=1`` builds them."""
     for f in (pairs.sequence, pairs.hp_alone, pairs.be_alone):
         f.cache_clear()
     scn = _scenario("tally_pairs")

@@ -144,7 +144,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     ``max_actions_per_decision`` (64), ``max_steps`` (None), ``round_s`` (scenario's), ``pal``
     (PAL placement parameters, default the scenario's ``policies.pal``), ``placements`` (factory of
     the exclusive placement options or its ``"module:function"`` path; default the heuristics' own,
-    ``baselines.env_options:exclusive_placements``), ``tokens`` (False), ``max_nodes`` (64) and
+    ``gpusched.baselines.env_options:exclusive_placements``), ``tokens`` (False), ``max_nodes`` (64) and
     ``max_queue`` (32) (the token observation's padding).
 
     Heuristic passthrough: ``reset(options={"passthrough": True, "round_s": ..., "events": ...})``

@@ -1,5 +1,5 @@
 """Observation, action mask and action decoding of one decision point — shared by the env and the
-agent adapter (:mod:`agents.adapter`), so a model sees exactly the same numbers in both.
+agent adapter (:mod:`gpusched.agents.adapter`), so a model sees exactly the same numbers in both.
 
 A :class:`DecisionBuilder` wraps a read-only :class:`~gpusched_env.view.ClusterView` and the
 decisions taken so far at this decision point (a working copy of free GPUs / job slots). ``observe``

@@ -27,7 +27,7 @@ The default set (:data:`OPTION_NAMES`) is the first five; :data:`ALL_OPTION_NAME
 
 The exclusive options are the heuristics' own placements (one implementation, no copy), injected:
 the env never imports a policy. :data:`DEFAULT_PLACEMENTS` names the factory that builds them
-(``baselines.env_options:exclusive_placements``); it is resolved when an env is built, and an env
+(``gpusched.baselines.env_options:exclusive_placements``); it is resolved when an env is built, and an env
 given ``placements=`` (a factory or its dotted path) uses another vocabulary. ``least_interference``
 and ``consolidate`` are the env's own.
 
@@ -57,9 +57,9 @@ ALL_OPTION_NAMES: tuple[str, ...] = (*OPTION_NAMES, "consolidate")
 CONSOLIDATE_UTIL_MAX = 0.8
 """``consolidate`` co-locates first onto GPUs whose utilisation (measured at the decision point, plus
 the catalogue utilisation of jobs started there in this batch) is below this: EaCO's ``util_thr``
-default (baselines/eaco.py; a choice there, the paper does not publish it)."""
+default (gpusched/baselines/eaco.py; a choice there, the paper does not publish it)."""
 EXCLUSIVE: frozenset[str] = frozenset({"pal", "pm_first", "packed", "spread"})
-DEFAULT_PLACEMENTS = "baselines.env_options:exclusive_placements"
+DEFAULT_PLACEMENTS = "gpusched.baselines.env_options:exclusive_placements"
 
 PlacementFactory = Callable[[dict[str, Any]], Mapping[str, Placement]]
 """``factory(pal_params) -> {option name: placement}`` for the exclusive options."""

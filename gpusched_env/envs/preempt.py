@@ -1,5 +1,5 @@
 """Observation, action mask and action decoding of one decision point of ``gpusched/Cluster-v1``
-(starts, preemptions, migrations) — shared by the env and the agent adapter (:mod:`agents.adapter`),
+(starts, preemptions, migrations) — shared by the env and the agent adapter (:mod:`gpusched.agents.adapter`),
 so a model sees exactly the same numbers in both.
 
 A :class:`PreemptBuilder` wraps a read-only :class:`~gpusched_env.view.ClusterView` and the

@@ -1,5 +1,5 @@
 """Token observation of ``gpusched/Cluster-v0`` (``tokens=True``): the cluster's nodes and the queue
-window as sets of feature rows, so one set network (:mod:`agents.set_extractor`) runs on any
+window as sets of feature rows, so one set network (:mod:`gpusched.agents.set_extractor`) runs on any
 cluster size and queue length.
 
 The numbers are those of the flat observation (:mod:`gpusched_env.envs.observe`), regrouped:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.adapter import predict
-from agents.selection import play
+from gpusched.agents.adapter import predict
+from gpusched.agents.selection import play
 from gpusched_env.metrics import RunResult
 
 

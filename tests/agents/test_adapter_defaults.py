@@ -1,8 +1,8 @@
-"""agents.adapter.env_args: a model's env arguments are the stored ones, else the env's own defaults."""
+"""gpusched.agents.adapter.env_args: a model's env arguments are the stored ones, else the env's own defaults."""
 
 from __future__ import annotations
 
-from agents.adapter import ENV_V0, ENV_V1, env_args
+from gpusched.agents.adapter import ENV_V0, ENV_V1, env_args
 from gpusched_env.envs.options import OPTION_NAMES
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import gpusched_env  # noqa: F401
-from agents.adapter import load_agent_policy, load_model, read_meta, write_meta
-from agents.bc import accuracy, clone, collect, make_teacher
+from gpusched.agents.adapter import load_agent_policy, load_model, read_meta, write_meta
+from gpusched.agents.bc import accuracy, clone, collect, make_teacher
 from gpusched_env.cluster.build import simulate
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.metrics import compute_metrics
@@ -91,7 +91,7 @@ def test_behaviour_cloning_learns_the_teacher():
 
 
 def _train_cmd(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "agents.train", f"scenario={SCN}", "agent=maskable_ppo", "total_timesteps=256",
+    return [sys.executable, "-m", "gpusched.agents.train", f"scenario={SCN}", "agent=maskable_ppo", "total_timesteps=256",
             "seed=0", f"out_dir={out}", "n_envs=1", "agent.params.n_steps=128", "agent.params.batch_size=64",
             "agent.params.n_epochs=1", "eval.enabled=false", "checkpoint_freq=128", *extra]
 
@@ -129,7 +129,7 @@ def test_eval_episodes_are_capped_for_unmasked_agents(tmp_path):
     """An unmasked policy that keeps choosing invalid actions must not hang the evaluation."""
     from hydra import compose, initialize_config_dir
 
-    from agents.train import _eval_callback, env_id, env_kwargs, scenario_of
+    from gpusched.agents.train import _eval_callback, env_id, env_kwargs, scenario_of
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("train", overrides=[f"scenario={SCN}", "agent=ppo", "eval.max_steps=40"])
@@ -154,7 +154,7 @@ def test_eval_episodes_are_capped_for_unmasked_agents(tmp_path):
 def test_bad_training_keys_are_named_errors(tmp_path, override, message):
     from hydra import compose, initialize_config_dir
 
-    from agents.train import train
+    from gpusched.agents.train import train
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("train", overrides=[f"scenario={SCN}", override])
@@ -166,7 +166,7 @@ def test_env_group_reaches_the_env_and_the_model_meta(tmp_path):
     """env=cluster is the default group; its id is recorded in model.zip; BC refuses other envs."""
     from hydra import compose, initialize_config_dir
 
-    from agents.train import CLUSTER_V0, _meta, env_id, env_kwargs, scenario_of, train
+    from gpusched.agents.train import CLUSTER_V0, _meta, env_id, env_kwargs, scenario_of, train
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("train", overrides=[f"scenario={SCN}", "env.queue_slots=4"])

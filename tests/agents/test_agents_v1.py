@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import gpusched_env  # noqa: F401
-from agents.adapter import PreemptAgentPolicy, describe_agent, load_agent_policy, write_meta
-from agents.bc import accuracy, clone, collect_v1, make_teacher
+from gpusched.agents.adapter import PreemptAgentPolicy, describe_agent, load_agent_policy, write_meta
+from gpusched.agents.bc import accuracy, clone, collect_v1, make_teacher
 from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import ConfigError
 from gpusched_env.envs import ClusterV1Env
@@ -100,7 +100,7 @@ def test_v1_model_on_another_cluster_is_a_named_error(cloned_las):
 def test_env_group_cluster_v1_reaches_the_env_and_the_model_meta():
     from hydra import compose, initialize_config_dir
 
-    from agents.train import CLUSTER_V1, _meta, env_id, env_kwargs, scenario_of
+    from gpusched.agents.train import CLUSTER_V1, _meta, env_id, env_kwargs, scenario_of
 
     root = Path(__file__).resolve().parents[2]
     with initialize_config_dir(config_dir=str(root / "conf"), version_base=None):

@@ -1,4 +1,4 @@
-"""DAgger through Cluster-v1 (agents/bc.py dagger_v1): a learner that plays the teacher's own actions
+"""DAgger through Cluster-v1 (gpusched/agents/bc.py dagger_v1): a learner that plays the teacher's own actions
 is labelled at every state with exactly those actions; one that deviates is labelled only up to the
 deviation at each point; gpusched-train runs the rounds and records them."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.bc import dagger_v1, make_teacher, play_v1
+from gpusched.agents.bc import dagger_v1, make_teacher, play_v1
 from gpusched_env.config_util import ConfigError
 from gpusched_env.envs import ClusterV1Env
 from gpusched_env.metrics import compute_metrics
@@ -78,7 +78,7 @@ def _cfg(*overrides: str):
 
 
 def test_training_runs_dagger_rounds_and_records_them(tmp_path):
-    from agents.train import train
+    from gpusched.agents.train import train
 
     summary = train(_cfg("bc.dagger_rounds=2"), tmp_path)
     bc = json.loads((tmp_path / "bc.json").read_text())
@@ -95,7 +95,7 @@ def test_training_runs_dagger_rounds_and_records_them(tmp_path):
     ("bc.teacher=null", "DAgger is built for .* with bc.teacher=None"),
 ])
 def test_bad_dagger_keys_are_named_errors(tmp_path, override, message):
-    from agents.train import train
+    from gpusched.agents.train import train
 
     overrides = ["bc.dagger_rounds=1", override] if "rounds=-1" not in override else [override]
     with pytest.raises(ConfigError, match=message):
@@ -106,7 +106,7 @@ def test_bad_dagger_keys_are_named_errors(tmp_path, override, message):
 def test_a_start_is_labelled_with_the_first_option_in_the_env_order_that_gives_its_gpus():
     from collections import Counter
 
-    from agents.bc import collect_v1
+    from gpusched.agents.bc import collect_v1
 
     scn = _scn()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.adapter import load_agent_policy, read_meta
+from gpusched.agents.adapter import load_agent_policy, read_meta
 from gpusched_env.cluster.build import simulate
 from gpusched_env.data import DataMissing
 from gpusched_env.metrics import compute_metrics
@@ -21,7 +21,7 @@ def test_cluster_energy_config_trains_with_an_eaco_warm_start(tmp_path):
 
     from hydra import compose, initialize_config_dir
 
-    from agents.train import CLUSTER_V0, env_kwargs, train
+    from gpusched.agents.train import CLUSTER_V0, env_kwargs, train
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("train", overrides=[

@@ -54,7 +54,7 @@ def test_joblib_config_composes():
 @pytest.mark.slow
 def test_seed_sweep_through_submitit(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "agents.train", "-m", "hydra/launcher=submitit_local", "seed=0,1",
+    cmd = [sys.executable, "-m", "gpusched.agents.train", "-m", "hydra/launcher=submitit_local", "seed=0,1",
            "scenario=synthetic_small", f"out_dir={tmp_path}", "total_timesteps=128", "n_envs=1",
            "agent.params.n_steps=64", "agent.params.batch_size=32", "agent.params.n_epochs=1", "eval.enabled=false"]
     p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -64,7 +64,7 @@ def test_seed_sweep_through_submitit(tmp_path):
 
 
 def _sweep_cmd(out: Path, *overrides: str) -> list[str]:
-    return [sys.executable, "-m", "agents.train", "-m", *overrides, "seed=0,1", "scenario=synthetic_small",
+    return [sys.executable, "-m", "gpusched.agents.train", "-m", *overrides, "seed=0,1", "scenario=synthetic_small",
             f"out_dir={out}", "total_timesteps=64", "n_envs=1", "agent.params.n_steps=32",
             "agent.params.batch_size=32", "agent.params.n_epochs=1", "eval.enabled=false"]
 

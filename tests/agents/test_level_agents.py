@@ -14,9 +14,9 @@ import yaml
 from rich.console import Console
 
 import gpusched_env  # noqa: F401  (registers the envs)
-from agents.adapter import write_meta
-from agents.level_agents import LevelAgent, load_level_agent, masked_mode, run_level_agent
-from bench.level_runner import load_level_scenario, run_level_bench
+from gpusched.agents.adapter import write_meta
+from gpusched.agents.level_agents import LevelAgent, load_level_agent, masked_mode, run_level_agent
+from gpusched.bench.level_runner import load_level_scenario, run_level_bench
 from gpusched_env.config_util import ConfigError
 from gpusched_env.envs.gpushare import GPUShareEnv
 from gpusched_env.envs.pipeline import PipelineEnv
@@ -62,7 +62,7 @@ def _first_valid_model(env: Any, path: Path, scenario: str, env_kwargs: dict[str
     ("synthetic_small", "pipeline", "cluster", "cluster"),
 ])
 def test_level_mismatch_is_a_named_error_before_anything_is_written(tmp_path, scenario, env_group, level, use):
-    from agents.train import train
+    from gpusched.agents.train import train
 
     cfg = _compose(f"scenario={scenario}", f"env={env_group}")
     with pytest.raises(ConfigError, match=f"scenario '{scenario}' is a {level}-level scenario but env.id .* use env={use}"):
@@ -76,7 +76,7 @@ def test_level_mismatch_is_a_named_error_before_anything_is_written(tmp_path, sc
 ])
 def test_tiny_training_writes_a_level_model_the_bench_runs(tmp_path, scenario, env_group, overrides):
     """gpusched-train (in process) on the level env, then the model as gpusched-bench's ``agent``."""
-    from agents.train import train
+    from gpusched.agents.train import train
 
     out = tmp_path / "run"
     cfg = _compose(f"scenario={scenario}", f"env={env_group}", "total_timesteps=32", "n_envs=1",
@@ -175,7 +175,7 @@ def test_masked_mode_is_maskable_ppo_predict(make):
 
 def test_level_report_goals_median_and_spread(tmp_path):
     """Tally's goal: overhead <= Tally's + 5 points and BE >= Tally's, per model, then the median."""
-    from studies.level_report import report
+    from gpusched.studies.level_report import report
 
     def doc(policies: dict[str, tuple[float, float]]) -> str:
         import json

@@ -1,4 +1,4 @@
-"""Shipped checkpoints (agents/pretrained): usable by name, each as its manifest says, small files."""
+"""Shipped checkpoints (gpusched/agents/pretrained): usable by name, each as its manifest says, small files."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import zipfile
 
 import pytest
 
-from agents.adapter import read_meta
-from agents.pretrained import HERE, manifest, resolve, same_weights
+from gpusched.agents.adapter import read_meta
+from gpusched.agents.pretrained import HERE, manifest, resolve, same_weights
 from gpusched_env.config_util import ConfigError
 
 
@@ -58,10 +58,37 @@ def test_weight_comparison_sees_a_change(tmp_path):
 def test_the_bench_loads_a_device_checkpoint_by_name():
     import yaml
 
-    from agents.level_agents import load_level_agent
+    from gpusched.agents.level_agents import load_level_agent
     from gpusched_env.config_util import CONF_DIR
     from gpusched_env.levels import load_level_scenario
 
     scn = load_level_scenario(yaml.safe_load((CONF_DIR / "scenario" / "tally_pairs.yaml").read_text()))[1]
     agent = load_level_agent("pretrained:tally_pairs", "device", scn)
     assert agent.level == "device" and agent.masked
+
+
+def test_a_checkpoint_saved_before_the_move_loads(tmp_path):
+    """A model.zip whose pickled policy class is the old ``agents.set_extractor.SetPolicy`` (saved before
+    the packages moved under gpusched) loads as the class at its new path, with the same weights."""
+    import base64
+    import json
+
+    from gpusched.agents.adapter import load_model
+    from gpusched.agents.set_extractor import SetPolicy
+
+    src = resolve("pretrained:set_philly_dr")
+    old = tmp_path / "old.zip"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(old, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "data":
+                d = json.loads(data)
+                # a pickle of a global by reference: PROTO, SHORT_BINUNICODE module, name, STACK_GLOBAL, STOP
+                ref = b"\x80\x04" + b"\x8c\x14agents.set_extractor" + b"\x8c\x09SetPolicy" + b"\x93."
+                d["policy_class"][":serialized:"] = base64.b64encode(ref).decode()
+                d["policy_class"]["__module__"] = "agents.set_extractor"
+                data = json.dumps(d).encode()
+            zout.writestr(item, data)
+    model = load_model(str(old))
+    assert type(model.policy) is SetPolicy  # the class at its new path (no top-level `agents` in a clean install)
+    assert same_weights(str(old), src) == 0.0

@@ -1,4 +1,4 @@
-"""Training across scenarios (mix=NAME, agents/scenario_mix.py): grids expand, held-out variants are
+"""Training across scenarios (mix=NAME, gpusched/agents/scenario_mix.py): grids expand, held-out variants are
 refused, the draws come from one SeedSequence, and a flat model's shape mismatch is named."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import gpusched_env  # noqa: F401
-from agents.scenario_mix import MixEnv, expand, parse_mix
+from gpusched.agents.scenario_mix import MixEnv, expand, parse_mix
 from gpusched_env.config_util import CONF_DIR, ConfigError
 from gpusched_env.scenario import load_scenario
 
@@ -105,7 +105,7 @@ def test_a_flat_model_needs_one_node_count():
 def test_robustness_evaluates_on_twelve_windows_by_default():
     from pathlib import Path
 
-    from studies.robustness import Study
+    from gpusched.studies.robustness import Study
 
     assert Study([], [], Path("out")).seeds == list(range(12))
 
@@ -114,8 +114,8 @@ def test_gpusched_train_with_a_mix_records_it_and_a_held_out_variant_is_refused(
     from hydra import compose, initialize_config_dir
     from omegaconf import open_dict
 
-    from agents.adapter import read_meta
-    from agents.train import train
+    from gpusched.agents.adapter import read_meta
+    from gpusched.agents.train import train
 
     def cfg(held_count: int | None):
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

@@ -1,4 +1,4 @@
-"""Checkpoint selection (agents/selection.py): the rule by hand, scores = the bench's figures, and a
+"""Checkpoint selection (gpusched/agents/selection.py): the rule by hand, scores = the bench's figures, and a
 tiny training whose model.zip is the selected candidate, replayed to the same score."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import gpusched_env  # noqa: F401
-from agents.selection import Rule, Score, heuristic_results, play, score_runs
+from gpusched.agents.selection import Rule, Score, heuristic_results, play, score_runs
 from gpusched_env.config_util import ConfigError
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario
@@ -78,7 +78,7 @@ def test_worst_ratio_objective_keeps_the_widest_margin_on_the_tightest_bound():
 
 
 def test_an_episode_cut_at_max_steps_is_counted_and_marked():
-    from agents.selection import format_history
+    from gpusched.agents.selection import format_history
 
     scn = load_scenario(SCN)
 
@@ -125,8 +125,8 @@ def _cfg(*overrides: str):
 
 
 def test_training_with_selection_saves_the_chosen_candidate(tmp_path):
-    from agents.adapter import load_model, predict, read_meta
-    from agents.train import train
+    from gpusched.agents.adapter import load_model, predict, read_meta
+    from gpusched.agents.train import train
 
     summary = train(_cfg(), tmp_path)
     doc = json.loads((tmp_path / "selection.json").read_text())
@@ -155,9 +155,9 @@ def test_training_with_selection_saves_the_chosen_candidate(tmp_path):
 def test_reselection_picks_among_the_saved_candidates_without_playing(tmp_path, capsys):
     import torch
 
-    from agents.adapter import load_model, predict, read_meta
-    from agents.selection import OBJECTIVES, candidate_file, load_history, main, reselect
-    from agents.train import train
+    from gpusched.agents.adapter import load_model, predict, read_meta
+    from gpusched.agents.selection import OBJECTIVES, candidate_file, load_history, main, reselect
+    from gpusched.agents.train import train
 
     train(_cfg("checkpoint_freq=128", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), tmp_path)
     bounds, scores = load_history(tmp_path)
@@ -199,7 +199,7 @@ def test_reselection_picks_among_the_saved_candidates_without_playing(tmp_path, 
     ("select.slack=-0.1", "select.slack must be >= 0, got -0.1"),
 ])
 def test_bad_selection_keys_are_named_before_anything_is_written(tmp_path, override, message):
-    from agents.train import train
+    from gpusched.agents.train import train
 
     with pytest.raises(ConfigError, match=message):
         train(_cfg(*override.split()), tmp_path / "run")
@@ -207,7 +207,7 @@ def test_bad_selection_keys_are_named_before_anything_is_written(tmp_path, overr
 
 
 def test_wall_clock_does_not_charge_excluded_time():
-    from agents.train import _WallClock
+    from gpusched.agents.train import _WallClock
 
     spent = [0.0]
     clock = _WallClock(10.0, lambda: spent[0])
@@ -221,8 +221,8 @@ def test_same_seed_trains_the_same_policy_and_scores(tmp_path):
     """One seed tree: the warm start, PPO and the selection scores repeat exactly on one machine."""
     import torch
 
-    from agents.adapter import load_model
-    from agents.train import train
+    from gpusched.agents.adapter import load_model
+    from gpusched.agents.train import train
 
     runs = [tmp_path / "a", tmp_path / "b"]
     for out in runs:
@@ -235,10 +235,10 @@ def test_same_seed_trains_the_same_policy_and_scores(tmp_path):
 
 
 def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_path, capsys):
-    from agents.selection import load_history, main, select_across
-    from agents.train import train
-    from studies.rescore import main as rescore_main
-    from studies.rescore import rescore
+    from gpusched.agents.selection import load_history, main, select_across
+    from gpusched.agents.train import train
+    from gpusched.studies.rescore import main as rescore_main
+    from gpusched.studies.rescore import rescore
 
     train(_cfg("checkpoint_freq=128", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), tmp_path)
     # the training's own episodes, no override: every figure of selection.json again, exactly
@@ -272,7 +272,7 @@ def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_pa
     assert next(x for x in printed.splitlines() if "<- chosen" in x).split()[0] == str(alone)
     with pytest.raises(SystemExit) as e:
         main([str(tmp_path), "--objective", "worst_ratio", "--also", "nope"])
-    assert e.value.code == 2 and f"python -m studies.rescore {tmp_path} --name nope writes it" in capsys.readouterr().err
+    assert e.value.code == 2 and f"python -m gpusched.studies.rescore {tmp_path} --name nope writes it" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         rescore_main([str(tmp_path), "--name", "bad/name"])
     assert e.value.code == 2 and "--name: letters, digits, '_' or '-' only" in capsys.readouterr().err
@@ -281,7 +281,7 @@ def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_pa
 def test_run_setup_reads_null_workloads_as_every_workload_and_names_a_bad_file(tmp_path):
     import yaml
 
-    from studies.rescore import read_setup
+    from gpusched.studies.rescore import read_setup
 
     cfg = {"scenario": {"name": "synthetic_philly"}, "env": {"workloads": None},
            "select": {"workloads": None, "run_seeds": [100000, 100001], "avg_bound": "srtf", "p99_bound": None,

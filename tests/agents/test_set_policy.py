@@ -13,8 +13,8 @@ import torch
 import yaml
 
 import gpusched_env  # noqa: F401
-from agents.adapter import AgentPolicy, load_agent_policy, write_meta
-from agents.set_extractor import SetPolicy, action_probs, set_action, two_level_mode
+from gpusched.agents.adapter import AgentPolicy, load_agent_policy, write_meta
+from gpusched.agents.set_extractor import SetPolicy, action_probs, set_action, two_level_mode
 from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import CONF_DIR
 from gpusched_env.envs.tokens import token_space

@@ -34,8 +34,8 @@ def _cfg(*overrides: str):
 
 
 def _run_main(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    """``gpusched-train argv`` in this process (agents.train.main); (exit code, stdout, stderr)."""
-    from agents import train
+    """``gpusched-train argv`` in this process (gpusched.agents.train.main); (exit code, stdout, stderr)."""
+    from gpusched.agents import train
 
     monkeypatch.setattr(sys, "argv", ["gpusched-train", *argv])
     monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
@@ -91,7 +91,7 @@ def test_bad_input_is_one_line_exit_2_before_anything_is_written(argv, message, 
 
 
 def test_out_dir_that_cannot_be_written_is_named(tmp_path):
-    from agents.train import check
+    from gpusched.agents.train import check
 
     (tmp_path / "file").write_text("x")
     with pytest.raises(ConfigError, match=r"^out_dir: cannot create .*/file/run: .*/file is not a folder$"):
@@ -104,7 +104,7 @@ def test_out_dir_that_cannot_be_written_is_named(tmp_path):
 
 
 def test_a_trained_out_dir_is_refused_unless_overwrite_or_resume(tmp_path):
-    from agents.train import check
+    from gpusched.agents.train import check
 
     (tmp_path / "model.zip").write_bytes(b"")
     with pytest.raises(ConfigError, match="already holds model.zip; overwrite=true replaces that run, resume=true"):
@@ -125,7 +125,7 @@ def _policy_params(model_zip: Path) -> dict:
 
 
 def test_progress_lines_reach_train_log_and_the_summary_records_the_plan(tmp_path):
-    from agents.train import train
+    from gpusched.agents.train import train
 
     summary = train(_cfg("progress_s=1000"), tmp_path)
     log = (tmp_path / "train.log").read_text().splitlines()
@@ -140,7 +140,7 @@ def test_progress_lines_reach_train_log_and_the_summary_records_the_plan(tmp_pat
 
 
 def test_progress_line_counts_episodes_and_their_mean_return():
-    from agents.train_callbacks import Progress
+    from gpusched.agents.train_callbacks import Progress
 
     class Log:
         lines: list[str] = []
@@ -166,7 +166,7 @@ def test_progress_line_counts_episodes_and_their_mean_return():
 
 
 def test_wall_clock_stop_is_recorded_and_warned(tmp_path):
-    from agents.train import train
+    from gpusched.agents.train import train
 
     summary = train(_cfg("max_train_minutes=1e-9", "total_timesteps=100000"), tmp_path)
     assert summary["stopped_by_wall_clock"] is True
@@ -178,7 +178,7 @@ def test_wall_clock_stop_is_recorded_and_warned(tmp_path):
 
 
 def test_same_seed_trains_the_same_model(tmp_path):
-    from agents.train import train
+    from gpusched.agents.train import train
 
     for name in ("a", "b"):
         train(_cfg("seed=3"), tmp_path / name)
@@ -203,8 +203,8 @@ def _interrupt_when_trainer_listens(timeout_s: float = 120.0) -> threading.Threa
 
 
 def test_ctrl_c_saves_the_model_and_the_command_that_resumes_it(tmp_path, monkeypatch):
-    from agents.adapter import read_meta
-    from agents.train import last_checkpoint, train
+    from gpusched.agents.adapter import read_meta
+    from gpusched.agents.train import last_checkpoint, train
 
     argv = [*TINY, "total_timesteps=100000", f"out_dir={tmp_path}"]
     monkeypatch.setattr(sys, "argv", ["gpusched-train", *argv])
@@ -235,7 +235,7 @@ def test_ctrl_c_on_the_command_line_with_subprocess_envs(tmp_path):
     root = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     argv = [*TINY, "total_timesteps=100000", "n_envs=2", "vec_env=subprocess", "progress_s=0.1", f"out_dir={tmp_path}"]
-    p = subprocess.Popen([sys.executable, "-m", "agents.train", *argv], cwd=root, env=env, stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", "gpusched.agents.train", *argv], cwd=root, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     assert p.stdout is not None
     for line in p.stdout:  # the first progress line after a step

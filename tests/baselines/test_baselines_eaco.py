@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from bl_helpers import Progress, job, make_state, make_view, run_on, step
 
-from baselines import get_policy
-from baselines.eaco import EaCO
+from gpusched.baselines import get_policy
+from gpusched.baselines.eaco import EaCO
 from gpusched_env.types import Migrate, Preempt, Start
 
 UTIL = np.array([0.5, 0.0])

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from bl_helpers import job, make_state, make_view
 
-from baselines.pal import ARTIFACT_LF, PALPlacement, _FactorSource, cluster_factors
-from baselines.placement import PackedPlacement, packed_gpus, pm_first_gpus
+from gpusched.baselines.pal import ARTIFACT_LF, PALPlacement, _FactorSource, cluster_factors
+from gpusched.baselines.placement import PackedPlacement, packed_gpus, pm_first_gpus
 from gpusched_env.placement import PlacementContext
 
 FIRST_4x4 = np.array([0, 4, 8, 12, 16])

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from bl_helpers import Progress, job, make_state, make_view, run_on, step
 
-from baselines import POLICY_NAMES, get_policy, policy_params
-from baselines.ordering import LasOrder, TiresiasOrder
+from gpusched.baselines import POLICY_NAMES, get_policy, policy_params
+from gpusched.baselines.ordering import LasOrder, TiresiasOrder
 from gpusched_env.policy import Policy
 from gpusched_env.types import Migrate, Preempt, Start
 
@@ -252,9 +252,9 @@ def test_fifo_nothing_fits_returns_nothing():
 def test_idle_round_check_sees_an_arrival():
     """After a round, the same state gives no decision at once; a job entering the queue is seen
     (the check compares the queue by its length and the enqueue log)."""
-    from baselines.ordering import FifoOrder
-    from baselines.placement import PackedPlacement
-    from baselines.scheduler import QueueScheduler
+    from gpusched.baselines.ordering import FifoOrder
+    from gpusched.baselines.placement import PackedPlacement
+    from gpusched.baselines.scheduler import QueueScheduler
 
     p = QueueScheduler("r", FifoOrder(), PackedPlacement(), preemptive=True, round_s=10.0,
                        head_of_line=False, events=False)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from bl_helpers import Progress, job, make_state, make_view
 
-from baselines.ordering import LasOrder, SjfOrder, SrtfOrder, TiresiasOrder
-from baselines.scheduler import _PendingOrder
+from gpusched.baselines.ordering import LasOrder, SjfOrder, SrtfOrder, TiresiasOrder
+from gpusched.baselines.scheduler import _PendingOrder
 from gpusched_env.types import Preempt, Start
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.bc import make_teacher, play_v1
+from gpusched.agents.bc import make_teacher, play_v1
 from gpusched_env.catalog import MODELS
 from gpusched_env.envs import ClusterV1Env
 from gpusched_env.envs.cluster import _JctIntegral

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from omegaconf import OmegaConf
 
-from agents.bc import make_teacher
+from gpusched.agents.bc import make_teacher
 from gpusched_env.catalog import GPUS, MODELS
 from gpusched_env.data import DataMissing
 from gpusched_env.envs import ClusterEnv

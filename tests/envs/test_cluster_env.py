@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import gpusched_env  # noqa: F401  (registers the envs)
-from agents.bc import make_teacher
+from gpusched.agents.bc import make_teacher
 from gpusched_env.cluster.build import simulate
 from gpusched_env.data import DataMissing
 from gpusched_env.envs import ClusterEnv, run_policy_in_env
@@ -157,8 +157,8 @@ def test_return_is_minus_total_jct():
 
 def test_placement_options_reproduce_the_heuristics_choices():
     """Option ``packed`` gives exactly packed_gpus; ``pal`` gives PAL's placement."""
-    from baselines.pal import make_pal
-    from baselines.placement import packed_gpus
+    from gpusched.baselines.pal import make_pal
+    from gpusched.baselines.placement import packed_gpus
     from gpusched_env.placement import PlacementContext
 
     env = _make()
@@ -189,7 +189,7 @@ def test_heuristic_through_env_equals_bench(name):
 
 def test_heuristic_through_env_equals_bench_run_task():
     """Same check through gpusched-bench's own task runner (its make_policy)."""
-    from bench.runner import Task, make_policy, run_task
+    from gpusched.bench.runner import Task, make_policy, run_task
     from gpusched_env.cluster.build import with_run_time
 
     scn = load_scenario(SCN)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import gpusched_env  # noqa: F401  (registers the envs)
-from agents.bc import make_teacher, play_v1
+from gpusched.agents.bc import make_teacher, play_v1
 from gpusched_env.catalog import MODELS
 from gpusched_env.cluster.build import simulate
 from gpusched_env.envs import ClusterV1Env

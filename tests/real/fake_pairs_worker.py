@@ -1,4 +1,4 @@
-"""A stand-in for ``python -m real.pairs_worker SPEC.json`` that speaks its protocol in milliseconds
+"""A stand-in for ``python -m gpusched.real.pairs_worker SPEC.json`` that speaks its protocol in milliseconds
 without torch (tests of the orchestration). ``FAKE_PAIRS_CRASH=hp|be``: that role exits 1 at start."""
 
 import json

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import psutil
 
+from gpusched.real.config import RealWorkload
+from gpusched.real.models import ModelSize
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Decision, Job, Sharing, Start
 from gpusched_env.view import ClusterView
-from real.config import RealWorkload
-from real.models import ModelSize
 
 TINY = {
     "resnet50": ModelSize("cnn", width=8, depth=1, batch=4, input=16),

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from realtest_helpers import Fifo, descendants, tiny_workload
 
+from gpusched.real.backend import RealBackend, RealConfig
+from gpusched.real.commands import DryRunRunner, make_runner
+from gpusched.real.devices import NvidiaDevices
+from gpusched.real.launcher import LocalNodeAgent
+from gpusched.real.mps import MpsDaemon, client_priority_supported
 from gpusched_env.policy import run_policy
-from real.backend import RealBackend, RealConfig
-from real.commands import DryRunRunner, make_runner
-from real.devices import NvidiaDevices
-from real.launcher import LocalNodeAgent
-from real.mps import MpsDaemon, client_priority_supported
 
 
 def test_mps_client_env_and_priority_gate(tmp_path: Path) -> None:
@@ -50,7 +50,7 @@ def test_two_jobs_shared_on_one_gpu_records_mps_and_nvml(run_dir: Path, monkeypa
     spawns = runner.commands("spawn")
     assert len(spawns) == 2
     for c in spawns:
-        assert c.argv[1:3] == ("-m", "real.worker")
+        assert c.argv[1:3] == ("-m", "gpusched.real.worker")
         e = c.env
         assert e["CUDA_VISIBLE_DEVICES"] == "0" and e["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
         assert e["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"

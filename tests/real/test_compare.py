@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from realtest_helpers import CLASS, TINY, Fifo
 
+from gpusched.real.compare import CompareError, compare, simulate
+from gpusched.real.config import RealWorkload
+from gpusched.real.profile import ProfileResult
 from gpusched_env.run_rules import assemble_result
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job, JobRecord
-from real.compare import CompareError, compare, simulate
-from real.config import RealWorkload
-from real.profile import ProfileResult
 
 
 def _workload(groups: list[NodeGroup], n_jobs: int, iters: float = 100.0) -> RealWorkload:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from gpusched.real.backend import RealConfig
+from gpusched.real.config import DevicesConf, build_devices, load_sizes, load_workload
+from gpusched.real.launcher import REPO_ROOT
 from gpusched_env.config_util import ConfigError, from_dict
-from real.backend import RealConfig
-from real.config import DevicesConf, build_devices, load_sizes, load_workload
-from real.launcher import REPO_ROOT
 
 
 def test_bad_config_names_the_key() -> None:
@@ -39,7 +39,7 @@ def test_real_cpu_small_loads() -> None:
 
 def test_cli_help_lists_subcommands() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run([sys.executable, "-m", "real.cli", "--help"], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "gpusched.real.cli", "--help"], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout
     for word in ("profile", "replay", "compare", "cmd=SUBCOMMAND", "profile_dir"):
         assert word in out
@@ -60,7 +60,7 @@ def test_bad_device_counts_are_named_errors(conf: dict[str, int | float], key: s
 
 def test_nvidia_without_a_gpu_fails_up_front(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """One line before anything runs, not three failed launches per job."""
-    monkeypatch.setattr("real.config.nvidia_problem", lambda: "nvidia-smi is not on PATH")
+    monkeypatch.setattr("gpusched.real.config.nvidia_problem", lambda: "nvidia-smi is not on PATH")
     monkeypatch.delenv("GPUSCHED_CPU_FALLBACK", raising=False)
     log = tmp_path / "commands.jsonl"
     for commands in ("auto", "exec", "dry_run"):
@@ -73,7 +73,7 @@ def test_nvidia_without_a_gpu_fails_up_front(monkeypatch: pytest.MonkeyPatch, tm
 
 
 def test_nvidia_dry_run_records_what_would_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr("real.config.nvidia_problem", lambda: "nvidia-smi is not on PATH")
+    monkeypatch.setattr("gpusched.real.config.nvidia_problem", lambda: "nvidia-smi is not on PATH")
     monkeypatch.setenv("GPUSCHED_CPU_FALLBACK", "1")
     devices, runner = build_devices(DevicesConf(kind="nvidia", count=2), "dry_run", tmp_path / "commands.jsonl")
     assert devices.kind == "nvidia" and devices.n == 2 and runner.dry_run
@@ -86,7 +86,7 @@ def test_nvidia_dry_run_records_what_would_run(monkeypatch: pytest.MonkeyPatch, 
 
 def _real_main(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
     """``gpusched-real argv`` in this process: (exit code, stderr)."""
-    from real import cli
+    from gpusched.real import cli
     from tests.cli_helpers import run_main
 
     return run_main(cli.main, "gpusched-real", argv, capsys, monkeypatch)
@@ -124,13 +124,13 @@ def test_cli_unwritable_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_cli_help_documents_the_scenario_file_path() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run([sys.executable, "-m", "real.cli", "--help"], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "gpusched.real.cli", "--help"], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout
     assert "copy its\nYAML file, edit it and pass scenario=PATH.yaml" in out
 
 
 def test_replay_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
-    from real.cli import print_progress
+    from gpusched.real.cli import print_progress
 
     wl, _ = load_workload("real_cpu_small", load_sizes({m: {"arch": "mlp"} for m in ("resnet50", "bert", "pointnet")}), 0)
     show = print_progress(wl, every_s=10.0)

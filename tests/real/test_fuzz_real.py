@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from realtest_helpers import processes_mentioning
 
-from real.launcher import REPO_ROOT
+from gpusched.real.launcher import REPO_ROOT
 
 settings.register_profile("gpusched-real-fuzz-ci", max_examples=3, deadline=None, derandomize=True,
                           suppress_health_check=list(HealthCheck))
@@ -58,7 +58,7 @@ def run_case(tmp: Path, jobs: list[dict[str, Any]], kill_after_s: float, sig: in
     sc = tmp / "fuzz_real.yaml"
     sc.write_text(yaml.safe_dump(spec))
     run = tmp / "run"
-    argv = [sys.executable, "-m", "real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={run}",
+    argv = [sys.executable, "-m", "gpusched.real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={run}",
             "devices.kind=cpu", "real.telemetry_s=0.2", "real.max_wall_s=60", *TINY]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     cli = subprocess.Popen(argv, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

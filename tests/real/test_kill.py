@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from realtest_helpers import processes_mentioning
 
-from real.devices import TELEMETRY_FIELDS
-from real.launcher import REPO_ROOT
+from gpusched.real.devices import TELEMETRY_FIELDS
+from gpusched.real.launcher import REPO_ROOT
 
 SCENARIO = """
 name: kill_me
@@ -42,7 +42,7 @@ def _kill_mid_run(tmp_path: Path, sig: int) -> None:
     sc = tmp_path / "kill_me.yaml"
     sc.write_text(SCENARIO)
     run = tmp_path / "run"
-    argv = [sys.executable, "-m", "real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={run}",
+    argv = [sys.executable, "-m", "gpusched.real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={run}",
             "devices.kind=cpu", "real.telemetry_s=0.2", *TINY]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     cli = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

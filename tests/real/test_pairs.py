@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from realtest_helpers import descendants
 
+from gpusched.real.commands import Call, DryRunRunner
+from gpusched.real.devices import CpuDevices, NvidiaDevices
+from gpusched.real.launcher import REPO_ROOT
+from gpusched.real.pairs import COLUMNS, CellFailed, PairsConf, load_pairs_conf, plan, run_pairs, usable_cores
 from gpusched_env.config_util import ConfigError
-from real.commands import Call, DryRunRunner
-from real.devices import CpuDevices, NvidiaDevices
-from real.launcher import REPO_ROOT
-from real.pairs import COLUMNS, CellFailed, PairsConf, load_pairs_conf, plan, run_pairs, usable_cores
 
 FAKE = Path(__file__).with_name("fake_pairs_worker.py")
 H100_CSV = REPO_ROOT.parent / "shared" / "data" / "calibration" / "colocation-h100" / "h100_hp_be_pairs.csv"
@@ -60,7 +60,7 @@ def test_recorded_commands_and_env_per_mechanism(run_dir: Path) -> None:
                                        "005-r1-mps_priority-resnet50_inf-gpt2_train", "006-r1-mps_be50-resnet50_inf-gpt2_train"]
 
     def spawn(cell: Path, role: str, **extra: str) -> tuple:
-        return ("spawn", (py, "-m", "real.pairs_worker", str(cell / f"{role}.spec.json")), {**gpu, **extra}, None)
+        return ("spawn", (py, "-m", "gpusched.real.pairs_worker", str(cell / f"{role}.spec.json")), {**gpu, **extra}, None)
 
     def mps(cell: Path) -> dict[str, str]:
         return {"CUDA_MPS_PIPE_DIRECTORY": str(cell / "mps" / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(cell / "mps" / "log")}
@@ -94,8 +94,8 @@ def test_recorded_commands_and_env_per_mechanism(run_dir: Path) -> None:
 
 
 def test_cpu_mechanisms_map_to_threads_and_nice(run_dir: Path) -> None:
-    from real.mps import MpsDaemon
-    from real.pairs import cell_sides
+    from gpusched.real.mps import MpsDaemon
+    from gpusched.real.pairs import cell_sides
 
     dev = CpuDevices([usable_cores()[:1]], nice=0)
     mps = MpsDaemon(DryRunRunner(), run_dir)
@@ -156,7 +156,7 @@ def test_defaults_plan_the_h100_cells() -> None:
 
 
 def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "real.cli", "pairs", "pairs.load=1.5", f"out_dir={tmp_path / 'run'}"]
+    argv = [sys.executable, "-m", "gpusched.real.cli", "pairs", "pairs.load=1.5", f"out_dir={tmp_path / 'run'}"]
     p = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr.strip().splitlines() == ["gpusched-real pairs: error: pairs.load: must be in (0, 1) "
@@ -208,7 +208,7 @@ def test_sigterm_mid_cell_leaves_nothing_behind(tmp_path: Path) -> None:
     from realtest_helpers import processes_mentioning
 
     run = tmp_path / "run"
-    argv = [sys.executable, "-m", "real.cli", "pairs", f"out_dir={run}", "devices.kind=cpu", "pairs.hp_models=[bert_inf]",
+    argv = [sys.executable, "-m", "gpusched.real.cli", "pairs", f"out_dir={run}", "devices.kind=cpu", "pairs.hp_models=[bert_inf]",
             "pairs.be_models=[gpt2_train]", "pairs.mechanisms=[mps]", "pairs.duration_s=0.5", "pairs.warmup_s=0.2",
             "pairs.calib_s=0.2", "pairs.drain_s=60"]
     cli = subprocess.Popen(argv, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},

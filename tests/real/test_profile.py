@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 from realtest_helpers import TINY, Fifo, tiny_workload
 
+from gpusched.real.compare import errors, simulate
+from gpusched.real.config import DevicesConf, build_devices
+from gpusched.real.launcher import LocalNodeAgent
+from gpusched.real.profile import ProfileConf, load_profile_dir, run_profile
 from gpusched_env.cluster.model import SimModel
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.cluster.variability import VariabilityConfig, load_profile, sample_factors
 from gpusched_env.metrics import compute_metrics
-from real.compare import errors, simulate
-from real.config import DevicesConf, build_devices
-from real.launcher import LocalNodeAgent
-from real.profile import ProfileConf, load_profile_dir, run_profile
 
 
 def test_profile_writes_what_the_simulator_loads(run_dir: Path) -> None:

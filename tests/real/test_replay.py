@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 from realtest_helpers import Fifo, descendants, tiny_workload
 
+from gpusched.real.backend import RealBackend, RealConfig
+from gpusched.real.config import DevicesConf, build_devices
+from gpusched.real.devices import TELEMETRY_FIELDS
+from gpusched.real.launcher import LocalNodeAgent
+from gpusched.real.replay import replay
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.policy import run_policy
 from gpusched_env.types import Preempt
 from gpusched_env.view import ClusterView
-from real.backend import RealBackend, RealConfig
-from real.config import DevicesConf, build_devices
-from real.devices import TELEMETRY_FIELDS
-from real.launcher import LocalNodeAgent
-from real.replay import replay
 
 
 def test_replay_two_jobs_end_to_end(run_dir: Path) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from realtest_helpers import Fifo, descendants, tiny_workload
 
-from real.backend import RealConfig
-from real.config import DevicesConf, build_devices
-from real.launcher import REPO_ROOT
-from real.replay import replay
+from gpusched.real.backend import RealConfig
+from gpusched.real.config import DevicesConf, build_devices
+from gpusched.real.launcher import REPO_ROOT
+from gpusched.real.replay import replay
 
 
 def test_one_device_runs_every_queued_job(run_dir: Path) -> None:
@@ -63,7 +63,7 @@ TINY = ["models.pointnet.width=32", "models.pointnet.depth=1", "models.pointnet.
 def _replay(tmp_path: Path, n_gpus: int, work: int, *extra: str) -> subprocess.CompletedProcess[str]:
     sc = tmp_path / "blocked.yaml"
     sc.write_text(SCENARIO.replace("NGPUS", str(n_gpus)).replace("WORK", str(work)))
-    argv = [sys.executable, "-m", "real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={tmp_path / 'run'}",
+    argv = [sys.executable, "-m", "gpusched.real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={tmp_path / 'run'}",
             "devices.kind=cpu", *TINY, *extra]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)

@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from realtest_helpers import TINY
 
-from real.launcher import REPO_ROOT
-from real.worker import EXIT_DONE, EXIT_STOPPED, WorkerSpec
+from gpusched.real.launcher import REPO_ROOT
+from gpusched.real.worker import EXIT_DONE, EXIT_STOPPED, WorkerSpec
 
 
 def _records(path: Path) -> list[dict]:
@@ -24,7 +24,7 @@ def _records(path: Path) -> list[dict]:
 
 def _spawn(spec_path: Path) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "GPUSCHED_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-m", "real.worker", str(spec_path)], env=env,
+    return subprocess.Popen([sys.executable, "-m", "gpusched.real.worker", str(spec_path)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 

@@ -1,11 +1,12 @@
-"""studies.headroom: alone times and the split of each JCT, by hand on toy clusters."""
+"""gpusched.studies.headroom: alone times and the split of each JCT, by hand on toy clusters."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from baselines import las
+from gpusched.baselines import las
+from gpusched.studies.headroom import SIZE_CLASSES, alone_times, main, measure, split_jobs, summarise
 from gpusched_env.catalog import MODELS
 from gpusched_env.cluster.model import LocalityConfig, SimModel
 from gpusched_env.cluster.simulator import Simulator
@@ -15,7 +16,6 @@ from gpusched_env.scenario import load_scenario
 from gpusched_env.testing import StrictFifo
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job
-from studies.headroom import SIZE_CLASSES, alone_times, main, measure, split_jobs, summarise
 
 T = MODELS["resnet50"].base_iter_s
 NO_VAR = SimModel(variability=VariabilityConfig(mode="none"))

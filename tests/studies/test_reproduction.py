@@ -1,20 +1,20 @@
-"""bench/studies.py helpers and the PAL locality behaviour the A2 sweep relies on."""
+"""gpusched/studies/reproduction.py helpers and the PAL locality behaviour the A2 sweep relies on."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from baselines.pal import PALPlacement, _FactorSource
-from baselines.placement import PMFirstPlacement
+from gpusched.baselines.pal import PALPlacement, _FactorSource
+from gpusched.baselines.placement import PMFirstPlacement
+from gpusched.studies.reproduction import gains, geomean_gain
 from gpusched_env.placement import PlacementContext
 from gpusched_env.scenario import load_scenario
-from studies.reproduction import gains, geomean_gain
 from tests.baselines.bl_helpers import job, make_state, make_view
 
 
 def test_pal_locality_is_the_sweep_one_workload_per_lf() -> None:
-    from bench.runner import cached_workloads, make_policy
+    from gpusched.bench.runner import cached_workloads, make_policy
 
     scn = load_scenario("pal_locality")
     assert scn.workload_names == ["lf-1.0", "lf-1.5", "lf-2.0", "lf-2.5", "lf-3.0"]
@@ -60,7 +60,7 @@ def test_pal_keeps_a_4gpu_job_on_one_node_where_pm_first_spans() -> None:
 
 
 def test_eaco_sets_separate_by_set_size_and_policy(tmp_path) -> None:
-    from studies.reproduction import eaco_sets
+    from gpusched.studies.reproduction import eaco_sets
 
     doc = eaco_sets(1, tmp_path, sizes=(2, 4), gpus_per_job=(8, 4))
     assert doc["arrival_gap_s"] == 3600.0
@@ -87,7 +87,7 @@ def test_locality_anatomy_at_lf_3(tmp_path) -> None:
     """The A2 reading in docs/REPRODUCTIONS.md: every job of more than 4 GPUs spans nodes under every
     policy; packed placement puts three of the four largest ResNet-50 jobs on the 2.83x GPU, PM-First
     none; PAL keeps every 4-GPU job on one node where PM-First spans two."""
-    from studies.reproduction import locality_anatomy
+    from gpusched.studies.reproduction import locality_anatomy
 
     doc = locality_anatomy(tmp_path, 0, workloads=[4])
     rows = {r["policy"]: r for r in doc["rows"]}

@@ -1,4 +1,4 @@
-"""studies.robustness: the degradation arithmetic on hand-made figures, variant parsing and its errors,
+"""gpusched.studies.robustness: the degradation arithmetic on hand-made figures, variant parsing and its errors,
 imports checked against the variant, and a tiny study end to end (run, reuse, re-print)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gpusched.studies import robustness as rb
 from gpusched_env.config_util import ConfigError
-from studies import robustness as rb
 
 
 def _fig(avg: float, p99: float, fin: float = 10) -> dict[str, float]:
@@ -23,7 +23,7 @@ def _doc() -> dict:
                 "heuristics": heur, "agents": agents, "sources": {}}
 
     return {
-        "tool": "studies.robustness", "base": "train", "seeds": [0], "heuristics": ["las", "srtf"],
+        "tool": "gpusched.studies.robustness", "base": "train", "seeds": [0], "heuristics": ["las", "srtf"],
         "models": [{"scenario": "s", "clairvoyant": False}] * 3,
         "variants": [
             variant("train", {"las": _fig(100, 1000), "srtf": _fig(120, 800)},
@@ -92,6 +92,14 @@ def test_check_document_refuses_an_incomplete_study():
         rb.check_document(doc, "x.json")
 
 
+def test_check_document_reads_the_older_tool_names():
+    """results.json written before the apps moved under gpusched (or before the studies package) still read."""
+    for tool in ("studies.robustness", "agents.robustness", "gpusched.studies.robustness"):
+        rb.check_document({**_doc(), "tool": tool}, "x.json")
+    with pytest.raises(ConfigError, match="x.json: not a gpusched.studies.robustness results.json"):
+        rb.check_document({**_doc(), "tool": "bench.robustness"}, "x.json")
+
+
 def test_default_variants_parse_and_compose():
     for v in (*rb.DEFAULT_VARIANTS, *rb.PAL_VARIANTS):
         assert rb.parse_variant(v.spec).overrides == v.overrides
@@ -110,7 +118,7 @@ def _meta_only(path: Path, scenario: str) -> str:
     """A file that ``describe_agent`` reads as a model trained on ``scenario`` (no policy inside)."""
     import zipfile
 
-    from agents.adapter import write_meta
+    from gpusched.agents.adapter import write_meta
 
     zipfile.ZipFile(path, "w").close()
     write_meta(path, {"scenario": scenario, "env_id": "gpusched/Cluster-v1", "env": {}})
@@ -118,7 +126,7 @@ def _meta_only(path: Path, scenario: str) -> str:
 
 
 def test_default_variants_follow_the_training_scenario(tmp_path):
-    from agents.adapter import describe_agent
+    from gpusched.agents.adapter import describe_agent
 
     pal, syn = (describe_agent(_meta_only(tmp_path / f"{s}.zip", s)) for s in ("pal_philly", "synthetic_philly"))
     assert rb.default_variants([pal, pal]) == list(rb.PAL_VARIANTS)
@@ -171,7 +179,7 @@ def tiny_model(tmp_path_factory) -> Path:
     from sb3_contrib import MaskablePPO
 
     import gpusched_env  # noqa: F401
-    from agents.adapter import write_meta
+    from gpusched.agents.adapter import write_meta
     from gpusched_env.scenario import load_scenario
 
     torch.set_num_threads(1)
@@ -213,12 +221,12 @@ def test_tiny_study_runs_reuses_and_reprints(tiny_model, tmp_path, monkeypatch, 
     x8 = doc["variants"][1]["heuristics"]["las"]["avg_jct_s"]
     assert x8 != doc["variants"][0]["heuristics"]["las"]["avg_jct_s"]  # the override reached the run
 
-    import bench.cli
+    import gpusched.bench.cli
 
     def no_run(*a, **k):
         raise AssertionError("a matching run was run again")
 
-    monkeypatch.setattr(bench.cli, "run_bench", no_run)
+    monkeypatch.setattr(gpusched.bench.cli, "run_bench", no_run)
     assert rb.format_report(doc) in printed
     rb.main(argv)  # every run reused
     assert "0 bench run(s) to do (4 reused or imported)" in capsys.readouterr().out
@@ -227,12 +235,12 @@ def test_tiny_study_runs_reuses_and_reprints(tiny_model, tmp_path, monkeypatch, 
 
 
 def test_interrupted_study_says_how_to_go_on(tiny_model, tmp_path, monkeypatch, capsys):
-    import bench.cli
+    import gpusched.bench.cli
 
     def stop(*a, **k):
-        raise bench.cli.BenchInterrupted("interrupted")
+        raise gpusched.bench.cli.BenchInterrupted("interrupted")
 
-    monkeypatch.setattr(bench.cli, "run_bench", stop)
+    monkeypatch.setattr(gpusched.bench.cli, "run_bench", stop)
     with pytest.raises(SystemExit) as e:
         rb.main([str(tiny_model), "--out", str(tmp_path / "s"), "--heuristics", "las", "--seeds", "0",
                  "--variant", VARIANTS[0]])

@@ -1,4 +1,4 @@
-"""studies.seeds_report: per-seed rows, median, spread and the goal verdicts from results.json files."""
+"""gpusched.studies.seeds_report: per-seed rows, median, spread and the goal verdicts from results.json files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from studies.seeds_report import report
+from gpusched.studies.seeds_report import report
 
 
 def _write(path, metrics, agent=None):
@@ -53,7 +53,7 @@ def _edoc(path, policies, agent=None):
 
 
 def test_energy_goal_rows_median_and_verdicts(tmp_path):
-    from studies.seeds_report import energy_report
+    from gpusched.studies.seeds_report import energy_report
 
     base = _edoc(tmp_path / "b.json", {"fifo": (1000.0, 100.0), "eaco": (900.0, 110.0)})
     agents = [_edoc(tmp_path / f"a{s}.json", {"agent": (e, r)}, {"seed": s, "num_timesteps": 7})
@@ -69,7 +69,7 @@ def test_energy_goal_rows_median_and_verdicts(tmp_path):
 
 
 def test_energy_goal_from_the_command_line(tmp_path, capsys):
-    from studies.seeds_report import main
+    from gpusched.studies.seeds_report import main
 
     base = _edoc(tmp_path / "b.json", {"fifo": (1000.0, 100.0), "eaco": (900.0, 110.0)})
     a = _edoc(tmp_path / "a.json", {"agent": (950.0, 100.0)}, {"seed": 0})

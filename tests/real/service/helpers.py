@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from real.service.queue import JobQueue
-from real.service.serve import ServeConfig, Service
-from real.service.spec import JobSpec, parse_spec
+from gpusched.real.service.queue import JobQueue
+from gpusched.real.service.serve import ServeConfig, Service
+from gpusched.real.service.spec import JobSpec, parse_spec
 
 # A resumable shell job: TICKS steps of 0.1 s, its step counter in the checkpoint folder. It follows the
 # preemption protocol: on SIGTERM it finishes the step under way, saves it and exits 143. Each step it

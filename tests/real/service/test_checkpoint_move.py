@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from gpusched.real.service.checkpoints import CheckpointStore, pack_dir, unpack_dir
+from gpusched.real.service.queue import JobQueue
+from gpusched.real.service.serve import Service
 from gpusched_env.types import Migrate, Preempt
-from real.service.checkpoints import CheckpointStore, pack_dir, unpack_dir
-from real.service.queue import JobQueue
-from real.service.serve import Service
 from tests.real.service.helpers import done_lines, hold_at, service, steps_done, submit, ticks_spec
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from real import cli as real_cli
-from real.service.cli import main
+from gpusched.real import cli as real_cli
+from gpusched.real.service.cli import main
 
 
 def _run(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
@@ -77,11 +77,11 @@ def test_help_lists_every_service_subcommand_once_and_points_at_the_deploy_guide
     import os
     import subprocess
 
-    from real.service.cli import SERVICE_CMDS
+    from gpusched.real.service.cli import SERVICE_CMDS
 
     root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    out = subprocess.run([sys.executable, "-m", "real.cli", "--help"], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "gpusched.real.cli", "--help"], env=env, capture_output=True, text=True,
                          timeout=60, check=True).stdout
     for cmd in (*SERVICE_CMDS, "profile", "replay", "compare", "pairs"):
         rows = [ln for ln in out.splitlines() if ln.startswith(f"  {cmd} ")]

@@ -11,18 +11,18 @@ from typing import Any
 import pynvml
 import pytest
 
+from gpusched.real.commands import Call, DryRunRunner
+from gpusched.real.service import gpus as gpus_mod
+from gpusched.real.service.engine import LocalEngine
+from gpusched.real.service.gpus import MpsShare, NodeGpus, read_telemetry
+from gpusched.real.service.node import NodeRunner
+from gpusched.real.service.queue import JobQueue
+from gpusched.real.service.report import report
+from gpusched.real.service.serve import ServeConfig, Service
+from gpusched.real.service.spec import parse_spec
 from gpusched_env.config_util import ConfigError
 from gpusched_env.types import Decision, Sharing, Start
 from gpusched_env.view import ClusterView
-from real.commands import Call, DryRunRunner
-from real.service import gpus as gpus_mod
-from real.service.engine import LocalEngine
-from real.service.gpus import MpsShare, NodeGpus, read_telemetry
-from real.service.node import NodeRunner
-from real.service.queue import JobQueue
-from real.service.report import report
-from real.service.serve import ServeConfig, Service
-from real.service.spec import parse_spec
 from tests.real.service.helpers import submit
 
 MPS = "nvidia-cuda-mps-control"

@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from real.service.node import EXITED, LOST, RUNNER, NodeRunner, _alive
-from real.service.queue import JobQueue
-from real.service.spec import parse_spec
+from gpusched.real.service.node import EXITED, LOST, RUNNER, NodeRunner, _alive
+from gpusched.real.service.queue import JobQueue
+from gpusched.real.service.spec import parse_spec
 from tests.real.service.helpers import service, submit
 
 

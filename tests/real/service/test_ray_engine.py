@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from gpusched.real.service.queue import JobQueue
+from gpusched.real.service.serve import ServeConfig, Service
 from gpusched_env.types import Migrate, Preempt
-from real.service.queue import JobQueue
-from real.service.serve import ServeConfig, Service
 from tests.real.service.helpers import done_lines, hold_at, steps_done, submit, ticks_spec
 
 ray = pytest.importorskip("ray")
@@ -27,7 +27,7 @@ def cluster() -> Iterator[Any]:
     workers = [c.add_node(num_cpus=1, resources={"gpusched_devices": 2}) for _ in range(2)]
     c.wait_for_nodes()
     c.workers = workers
-    from real.service.ray_engine import NAMESPACE
+    from gpusched.real.service.ray_engine import NAMESPACE
 
     ray.init(address=c.address, namespace=NAMESPACE, log_to_driver=False)
     yield c
@@ -36,7 +36,7 @@ def cluster() -> Iterator[Any]:
 
 
 def _service(out: Path, cluster: Any, **kw: Any) -> Service:
-    from real.service.ray_engine import RayEngine
+    from gpusched.real.service.ray_engine import RayEngine
 
     cfg = ServeConfig(out_dir=str(out), engine="ray", poll_s=0.1, grace_s=2.0, backoff_s=0.1, exit_when_idle=True,
                       max_wall_s=120.0, **kw)

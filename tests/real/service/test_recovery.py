@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from real.service.queue import JobQueue
-from real.service.spec import load_spec
+from gpusched.real.service.queue import JobQueue
+from gpusched.real.service.spec import load_spec
 from tests.real.service.helpers import done_lines, service, submit, ticks_spec
 
 REPO = Path(__file__).resolve().parents[3]
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 def _serve(out: Path, *args: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-c", "from real.cli import main; main()", "serve", f"out_dir={out}",
+    return subprocess.Popen([sys.executable, "-c", "from gpusched.real.cli import main; main()", "serve", f"out_dir={out}",
                              "poll_s=0.05", "grace_s=5", "backoff_s=0.1", *args], env=env)
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from gpusched.real.service.queue import JobQueue
+from gpusched.real.service.report import report
+from gpusched.real.service.spec import parse_spec
 from gpusched_env.types import Start
 from gpusched_env.view import ClusterView
-from real.service.queue import JobQueue
-from real.service.report import report
-from real.service.spec import parse_spec
 from tests.real.service.helpers import done_lines, service, steps_done, submit, ticks_spec
 
 SIZES = [1, 2, 1, 4, 1, 2, 6, 1, 3, 1, 2, 1, 4, 1, 2, 1, 1, 2, 1, 3]  # 20 jobs; a 6-GPU job spans both nodes
@@ -137,7 +137,7 @@ def test_twenty_jobs_finish_under_a_trained_agent(tmp_path: Path) -> None:
     from sb3_contrib import MaskablePPO
 
     import gpusched_env  # noqa: F401
-    from agents.adapter import write_meta
+    from gpusched.agents.adapter import write_meta
 
     torch.set_num_threads(1)
     env = gym.make("gpusched/Cluster-v0", scenario="synthetic_small")

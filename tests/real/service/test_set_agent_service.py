@@ -9,9 +9,9 @@ import gymnasium as gym
 import pytest
 
 import gpusched_env  # noqa: F401
-from agents.adapter import write_meta
-from agents.pretrained import manifest
-from real.service.queue import JobQueue
+from gpusched.agents.adapter import write_meta
+from gpusched.agents.pretrained import manifest
+from gpusched.real.service.queue import JobQueue
 from tests.real.service.helpers import done_lines, service, submit, ticks_spec
 
 OPTIONS = ["pal", "pm_first", "packed", "spread", "least_interference"]
@@ -25,7 +25,7 @@ def tiny_set_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from sb3_contrib import MaskablePPO
 
-    from agents.set_extractor import SetPolicy
+    from gpusched.agents.set_extractor import SetPolicy
 
     torch.set_num_threads(1)
     env = gym.make("gpusched/Cluster-v0", scenario="synthetic_small", tokens=True, max_nodes=8, max_queue=16)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from real.service.slurm import (
+from gpusched.real.service.slurm import (
     BatchJob,
     SlurmClient,
     batch_script,
@@ -18,7 +18,7 @@ from real.service.slurm import (
     parse_nodes,
     run_command,
 )
-from real.service.slurm_local import LocalSlurm, unavailable
+from gpusched.real.service.slurm_local import LocalSlurm, unavailable
 
 
 def test_gpu_count_reads_every_gres_form() -> None:
@@ -122,8 +122,8 @@ SIZES = [1, 2, 1, 4, 1, 2, 6, 1, 3, 1, 2, 1]  # 12 jobs; the 6-GPU job spans two
 
 
 def _slurm_service(out: Path, slurm: LocalSlurm, **kw: object):  # type: ignore[no-untyped-def]
-    from real.service.serve import ServeConfig, Service
-    from real.service.slurm_engine import SlurmEngine
+    from gpusched.real.service.serve import ServeConfig, Service
+    from gpusched.real.service.slurm_engine import SlurmEngine
 
     base: dict[str, object] = {"out_dir": str(out), "engine": "slurm", "partition": "gpu", "poll_s": 0.1,
                                "grace_s": 5.0, "backoff_s": 0.1, "exit_when_idle": True, "max_wall_s": 120.0}
@@ -133,8 +133,8 @@ def _slurm_service(out: Path, slurm: LocalSlurm, **kw: object):  # type: ignore[
 
 @pytest.mark.parametrize("policy", ["fifo", "las"])
 def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Path, policy: str) -> None:
-    from real.service.queue import JobQueue
-    from real.service.report import report
+    from gpusched.real.service.queue import JobQueue
+    from gpusched.real.service.report import report
     from tests.real.service.helpers import done_lines, steps_done, submit, ticks_spec
 
     done = tmp_path / "done.txt"
@@ -182,7 +182,7 @@ class _PreemptOnce:
 
 
 def test_a_preempted_job_is_stopped_by_slurm_and_resumes_from_its_checkpoint(slurm: LocalSlurm, tmp_path: Path) -> None:
-    from real.service.queue import JobQueue
+    from gpusched.real.service.queue import JobQueue
     from tests.real.service.helpers import done_lines, submit, ticks_spec
 
     done = tmp_path / "done.txt"
@@ -200,7 +200,7 @@ def test_kill_9_and_restart_on_slurm_loses_nothing_and_leaves_a_hand_submitted_j
         slurm: LocalSlurm, tmp_path: Path) -> None:
     import sys
 
-    from real.service.queue import JobQueue
+    from gpusched.real.service.queue import JobQueue
     from tests.real.service.helpers import done_lines, submit, ticks_spec
 
     by_hand = subprocess.run(["sbatch", "--parsable", "--gres=gpu:4", "-w", "n3", "-J", "by-hand", "-o", "/dev/null",
@@ -212,7 +212,7 @@ def test_kill_9_and_restart_on_slurm_loses_nothing_and_leaves_a_hand_submitted_j
     ids = submit(tmp_path, [ticks_spec(done, 30, 4) for _ in range(5)])  # one job fills a node
     repo = Path(__file__).resolve().parents[3]
     env = {**slurm.env, "PYTHONPATH": str(repo)}
-    proc = subprocess.Popen([sys.executable, "-c", "from real.cli import main; main()", "serve", f"out_dir={tmp_path}",
+    proc = subprocess.Popen([sys.executable, "-c", "from gpusched.real.cli import main; main()", "serve", f"out_dir={tmp_path}",
                              "engine=slurm", "partition=gpu", "poll_s=0.1", "grace_s=5"], env=env)
     q = JobQueue(tmp_path)
     try:
@@ -238,7 +238,7 @@ def test_a_stop_signal_before_the_part_started_cancels_it(tmp_path: Path) -> Non
     once the wrapper has claimed the launch, the signal is sent."""
     import signal
 
-    from real.service.slurm_engine import SlurmEngine
+    from gpusched.real.service.slurm_engine import SlurmEngine
 
     calls: list[list[str]] = []
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from baselines import get_policy
-from real.service.slurm import SlurmRecord, parse_job_times, slurm_time
-from real.service.slurm_local import LocalSlurm, unavailable
-from real.service.slurm_shadow import SlurmObserver, compare, load_observed, replay_model
+from gpusched.baselines import get_policy
+from gpusched.real.service.slurm import SlurmRecord, parse_job_times, slurm_time
+from gpusched.real.service.slurm_local import LocalSlurm, unavailable
+from gpusched.real.service.slurm_shadow import SlurmObserver, compare, load_observed, replay_model
 
 T0 = 1_700_000_000.0
 
@@ -101,10 +101,10 @@ JOBS = [(2, 3), (2, 3), (1, 2), (2, 2), (1, 1), (1, 2)]  # (GPUs, seconds): 11 G
 
 def test_shadow_logs_slurms_jobs_and_report_compares_both_sides_on_the_same_jobs(slurm: LocalSlurm,
                                                                                   tmp_path: Path) -> None:
-    from real.service.cli import main
-    from real.service.serve import ServeConfig, Service
-    from real.service.slurm import run_command
-    from real.service.slurm_engine import SlurmEngine
+    from gpusched.real.service.cli import main
+    from gpusched.real.service.serve import ServeConfig, Service
+    from gpusched.real.service.slurm import run_command
+    from gpusched.real.service.slurm_engine import SlurmEngine
 
     ids = []
     for g, s in JOBS:  # submitted by a user, straight to Slurm: Slurm's scheduler runs them

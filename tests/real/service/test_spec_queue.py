@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from real.service.queue import JobQueue
-from real.service.spec import DEFAULT_PERF_CLASS, JobSpec, SpecError, load_spec, parse_spec
+from gpusched.real.service.queue import JobQueue
+from gpusched.real.service.spec import DEFAULT_PERF_CLASS, JobSpec, SpecError, load_spec, parse_spec
 
 
 def _write(tmp_path: Path, text: str) -> Path:

@@ -1,0 +1,293 @@
+"""A saved model as a policy: ``load_agent_policy(path, scn)`` -> :class:`AgentPolicy` (a
+``gpusched/Cluster-v0`` model) or :class:`PreemptAgentPolicy` (``gpusched/Cluster-v1``), name ``agent``.
+
+At each ``decide(view)`` it builds the same observation and mask as the env
+(:class:`gpusched_env.envs.observe.DecisionBuilder`, :class:`gpusched_env.envs.preempt.PreemptBuilder`)
+and takes the model's actions until "done" or until nothing valid is left, returning the batch
+(v0: starts; v1: starts, migrations, preemptions). Its decision points are the env's: every event
+plus a tick every ``round_s`` seconds; a v1 policy keeps the env's round clock
+(:class:`gpusched_env.rounds.RoundClock`, shown every call), so its preemptions fall on
+the same round points. The env id and arguments the model was trained with travel inside
+``model.zip`` (member ``gpusched_env.json``), so the file alone is enough; :func:`describe_agent`
+says which env and whether the model saw job lengths (``clairvoyant``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpusched_env.config_util import ConfigError
+from gpusched_env.envs.observe import DecisionBuilder, JobCache, obs_size
+from gpusched_env.envs.options import OptionSet, pal_params
+from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
+from gpusched_env.envs.tokens import pad_mask, to_tokens, window_action
+from gpusched_env.rounds import RoundClock
+from gpusched_env.scenario import Scenario
+from gpusched_env.types import Decision
+from gpusched_env.view import ClusterView
+
+META_MEMBER = "gpusched_env.json"
+ALGOS = ("maskable_ppo", "ppo", "dqn")
+ENV_V0, ENV_V1 = "gpusched/Cluster-v0", "gpusched/Cluster-v1"
+
+
+def write_meta(model_zip: str | Path, meta: dict[str, Any]) -> None:
+    """Add the env arguments (and algorithm name) to a saved SB3 ``model.zip``."""
+    with zipfile.ZipFile(model_zip, "a") as z:
+        if META_MEMBER in z.namelist():
+            raise ValueError(f"{model_zip} already holds {META_MEMBER}")
+        z.writestr(META_MEMBER, json.dumps(meta, indent=2, sort_keys=True))
+
+
+def read_meta(model_zip: str | Path) -> dict[str, Any]:
+    """The env arguments stored in a gpusched-train ``model.zip`` (or a shipped ``pretrained:NAME``,
+    :mod:`gpusched.agents.pretrained`); ConfigError naming the file when it is missing, not a zip, or not a
+    gpusched-train model."""
+    from gpusched.agents.pretrained import resolve
+
+    where = f"agent_path {str(model_zip)!r}"
+    model_zip = resolve(model_zip)
+    if not Path(model_zip).is_file():
+        raise ConfigError(f"{where}: no such file (a model.zip written by gpusched-train)")
+    try:
+        with zipfile.ZipFile(model_zip) as z:
+            if META_MEMBER not in z.namelist():
+                raise ConfigError(f"{where}: not a gpusched-train model (no {META_MEMBER} inside)")
+            meta = json.loads(z.read(META_MEMBER))
+    except (zipfile.BadZipFile, OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{where}: not a readable model.zip ({type(e).__name__}: {e})") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"{where}: {META_MEMBER} is not a JSON object")
+    return dict(meta)
+
+
+def _moved_policy_class(path: str | Path) -> dict[str, Any] | None:
+    """SB3 pickles the policy class by module path: a model saved before the packages moved under
+    ``gpusched`` (docs/MOVED.md) names ``agents.set_extractor.SetPolicy``; it loads as the class's new
+    path. None (nothing replaced) for any other model."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            module = json.loads(z.read("data")).get("policy_class", {}).get("__module__")
+    except (KeyError, zipfile.BadZipFile, OSError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        return None  # SB3's own load says what is wrong
+    if module == "agents.set_extractor":
+        from gpusched.agents.set_extractor import SetPolicy
+
+        return {"policy_class": SetPolicy}
+    return None
+
+
+def load_model(path: str | Path, algo: str | None = None) -> Any:
+    """Load the SB3 model of a ``model.zip`` written by gpusched-train, or of ``pretrained:NAME`` (CPU)."""
+    from gpusched.agents.pretrained import resolve
+
+    algo = algo or read_meta(path).get("algo", "maskable_ppo")
+    path = resolve(path)
+    custom = _moved_policy_class(path)
+    if algo == "maskable_ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO.load(str(path), device="cpu", custom_objects=custom)
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO.load(str(path), device="cpu", custom_objects=custom)
+    if algo == "dqn":
+        from stable_baselines3 import DQN
+
+        return DQN.load(str(path), device="cpu", custom_objects=custom)
+    raise ConfigError(f"agent_path {str(path)!r}: unknown algo {algo!r} in {META_MEMBER}; known: {ALGOS}")
+
+
+def load_model_checked(path: str | Path, meta: dict[str, Any], where: str) -> Any:
+    """:func:`load_model` on one torch thread; any failure to load is a ConfigError naming ``where``."""
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        return load_model(path, meta.get("algo"))
+    except ConfigError:
+        raise
+    except Exception as e:  # SB3 raises many kinds on a damaged archive
+        raise ConfigError(f"{where}: cannot load the model ({type(e).__name__}: {e})") from None
+
+
+def predict(model: Any, obs: np.ndarray, mask: np.ndarray, masked: bool) -> int:
+    """The model's deterministic action (with the mask when the algorithm supports it)."""
+    if masked:
+        a, _ = model.predict(obs, action_masks=mask, deterministic=True)
+    else:
+        a, _ = model.predict(obs, deterministic=True)
+    return int(a)
+
+
+def env_args(meta: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of the env a model was trained on: those stored in ``model.zip`` (``env``), and
+    for every one not stored (or stored as null) the env's own default, read from its signature
+    (Cluster-v1's defaults over Cluster-v0's), so no default is restated here."""
+    from gpusched_env.envs import ClusterEnv, ClusterV1Env
+
+    classes = [ClusterEnv, ClusterV1Env] if str(meta.get("env_id", ENV_V0)) == ENV_V1 else [ClusterEnv]
+    defaults: dict[str, Any] = {}
+    for cls in classes:
+        for name, p in inspect.signature(cls).parameters.items():
+            if p.default is not inspect.Parameter.empty:
+                defaults[name] = p.default
+    stored = {k: v for k, v in dict(meta.get("env", {})).items() if v is not None}
+    return {**defaults, **stored}
+
+
+class _ModelPolicy:
+    """What every cluster-level model policy holds: the model, its algorithm and its round length."""
+
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario) -> None:
+        self.name = "agent"
+        self.model = model
+        self.algo = meta.get("algo", "maskable_ppo")
+        self.masked = self.algo == "maskable_ppo"
+        rs = dict(meta.get("env", {})).get("round_s")
+        self.round_s: float | None = scn.round_for("agent") if rs is None else float(rs)
+        self.events = True
+        self.cache = JobCache()
+        self._n = 0
+
+    def _tick(self) -> None:
+        """Count a decision; the job cache is cleared every 512 of them."""
+        self._n += 1
+        if self._n % 512 == 0:
+            self.cache.clear()
+
+
+class AgentPolicy(_ModelPolicy):
+    """A trained model as a :class:`gpusched_env.policy.Policy` (sticky starts, no preemption)."""
+
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
+        super().__init__(model, meta, scn)
+        env = env_args(meta)
+        self.k = int(env["queue_slots"])
+        self.fifo_slots = int(env["fifo_slots"])
+        self.max_actions = int(env["max_actions_per_decision"])
+        self.options = OptionSet(tuple(env["options"]), pal_params(scn, env["pal"], workload))
+        # a set model (tokens): padded to the trained maximum, or to this cluster's nodes when it has more
+        self.tokens = bool(env["tokens"])
+        self.n_nodes = scn.cluster.topology().n_nodes
+        self.max_nodes = max(int(env["max_nodes"]), self.n_nodes)
+        self.max_queue = int(env["max_queue"])
+
+    def _action(self, b: DecisionBuilder) -> int:
+        if not self.tokens:
+            return predict(self.model, b.observe(), b.mask(), self.masked)
+        from gpusched.agents.set_extractor import set_action
+
+        p = len(self.options)
+        n_nodes = b.topo.n_nodes  # the cluster decided on: the service's may differ from the scenario's
+        obs = to_tokens(b.observe(), n_nodes, self.k, max(self.max_nodes, n_nodes), self.max_queue)
+        a = set_action(self.model.policy, obs, pad_mask(b.mask(), self.k, p, self.max_queue))
+        return window_action(a, self.k, p, self.max_queue)
+
+    def decide(self, view: ClusterView) -> list[Decision]:
+        self._tick()
+        b = DecisionBuilder(view, self.options, self.k, self.fifo_slots, self.cache)
+        for _ in range(self.max_actions):
+            if not b.any_valid():
+                break
+            a = self._action(b)
+            if a == b.done_action or b.act(a) is None:
+                break  # (the env: "done", or an invalid action repeated until the cap, then done)
+        return list(b.decisions)
+
+
+class PreemptAgentPolicy(_ModelPolicy):
+    """A trained ``gpusched/Cluster-v1`` model as a policy (starts, preemptions, migrations)."""
+
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
+        super().__init__(model, meta, scn)
+        env = env_args(meta)
+        self.k = int(env["queue_slots"])
+        self.fifo_slots = int(env["fifo_slots"])
+        self.r = int(env["running_slots"])
+        self.clairvoyant = bool(env["clairvoyant"])
+        self.migrations = bool(env["migrations"])
+        self.max_actions = int(env["max_actions_per_decision"])
+        self.options = OptionSet(tuple(env["options"]), pal_params(scn, env["pal"], workload))
+        self.clock = RoundClock(self.round_s)
+
+    def decide(self, view: ClusterView) -> list[Decision]:
+        self._tick()
+        b = PreemptBuilder(view, self.options, self.k, self.fifo_slots, self.r, self.cache,
+                           clairvoyant=self.clairvoyant, is_round=self.clock.tick(view.now),
+                           migrations=self.migrations)
+        for _ in range(self.max_actions):
+            if not b.any_valid():
+                break
+            a = predict(self.model, b.observe(), b.mask(), self.masked)
+            if a == b.done_action or b.act(a) is None:
+                break
+        return b.decisions
+
+
+def describe_agent(path: str | Path) -> dict[str, Any]:
+    """What results should say about a trained model: its file, env id, whether it was clairvoyant
+    (saw job lengths), algorithm, scenario, training seed and steps."""
+    meta = read_meta(path)
+    env_id = str(meta.get("env_id", ENV_V0))
+    # a v0 model's window is ordered by work estimate and shows it: it is clairvoyant
+    clair = bool(env_args(meta)["clairvoyant"]) if env_id == ENV_V1 else True
+    return {"path": str(path), "env_id": env_id, "clairvoyant": clair, "algo": meta.get("algo"),
+            "scenario": meta.get("scenario"), "seed": meta.get("seed"), "num_timesteps": meta.get("num_timesteps"),
+            "bc_teacher": meta.get("bc_teacher")}
+
+
+def load_agent_policy(
+    path: str | Path, scn: Scenario, *, workload: int = 0, **params: Any
+) -> AgentPolicy | PreemptAgentPolicy:
+    """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip),
+    for workload number ``workload`` of ``scn`` (its PAL option plans with that workload's lf)."""
+    if params:
+        raise ConfigError(f"scenario.policies.agent: unknown parameter(s) for policy 'agent': {sorted(params)}")
+    meta = read_meta(path)
+    model = load_model_checked(path, meta, f"agent_path {str(path)!r}")
+    env_id = str(meta.get("env_id", ENV_V0))
+    policy: AgentPolicy | PreemptAgentPolicy
+    if env_id == ENV_V1:
+        policy = PreemptAgentPolicy(model, meta, scn, workload)
+    elif env_id == ENV_V0:
+        policy = AgentPolicy(model, meta, scn, workload)
+    else:
+        raise ConfigError(f"agent_path {str(path)!r}: env_id {env_id!r} in {META_MEMBER}; known: {[ENV_V0, ENV_V1]}")
+    check_shapes(policy, model, meta, scn, path)
+    return policy
+
+
+def check_shapes(
+    policy: AgentPolicy | PreemptAgentPolicy, model: Any, meta: dict[str, Any], scn: Scenario, path: str | Path
+) -> None:
+    """The model's observation and action sizes are this scenario's, else a ConfigError naming the
+    scenario the model was trained on."""
+    n_nodes = scn.cluster.topology().n_nodes
+    if isinstance(policy, AgentPolicy) and policy.tokens:  # a set model fits any cluster: check its options
+        want_act = policy.max_queue * len(policy.options) + 1
+        if int(getattr(model.action_space, "n", want_act)) != want_act:
+            raise ConfigError(f"agent_path {str(path)!r}: {model.action_space} does not match its stored "
+                              f"max_queue x options + 1 = {want_act}")
+        return
+    if isinstance(policy, PreemptAgentPolicy):
+        want_obs = obs_size_v1(n_nodes, policy.k, policy.r)
+        want_act = n_actions_v1(policy.k, policy.r, len(policy.options))
+    else:
+        want_obs = obs_size(n_nodes, policy.k)
+        want_act = policy.k * len(policy.options) + 1
+    got_obs = tuple(getattr(model.observation_space, "shape", ()) or ())
+    got_act = int(getattr(model.action_space, "n", want_act))
+    if got_obs != (want_obs,) or got_act != want_act:
+        raise ConfigError(
+            f"agent_path {str(path)!r}: this model was trained on scenario {meta.get('scenario', '?')!r} "
+            f"(observation {list(got_obs)}, {got_act} actions); scenario {scn.name!r} needs observation "
+            f"[{want_obs}] and {want_act} actions: train one on it (gpusched-train scenario={scn.name})"
+        )

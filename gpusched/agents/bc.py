@@ -1,0 +1,243 @@
+"""Behaviour cloning warm start: imitate a heuristic through the env, then hand over to RL.
+
+No maintained imitation library fits the pinned versions (``imitation`` 1.0 pins gymnasium 0.29 and
+stable-baselines3 2.2), so this is a short loop:
+
+1. :func:`collect` (``gpusched/Cluster-v0``) runs the teacher (any :mod:`baselines` policy) in the env's own decision points:
+   at each, the teacher's ``decide(view)`` batch is mapped to actions with
+   :meth:`~gpusched_env.envs.observe.DecisionBuilder.action_for` (its starts, in order, each as
+   the slot of the job and the placement option that gives the same GPUs; the first valid option if
+   none does), then "done". Preemptions and migrations have no action and are dropped; a start of a
+   job outside the queue window ends the batch. The env is stepped with those actions, so the
+   data are on the teacher's state distribution. :func:`collect_v1` does the same on
+   ``gpusched/Cluster-v1``, where preemptions and migrations are actions too
+   (:func:`gpusched_env.envs.preempt.actions_for`): a round-based teacher is asked for a round at the
+   env's round points and for a fill between them (:func:`decide_at`), so a LAS / SRTF / Tiresias
+   teacher is replayed exactly; a batch with a decision outside the window is mapped with the first
+   valid option, and where that fails too the point ends with "done" (the teacher's state and the
+   env's then part).
+   :func:`dagger_v1` adds DAgger rounds: the clone drives the episodes and the teacher labels the
+   states it reaches (where its batch is defined), so the clone learns to recover from its own
+   mistakes; the data are pooled and the clone refitted after each round.
+2. :func:`clone` minimises the cross-entropy of the policy's (masked) action distribution on the
+   (obs, mask, action) triples with Adam — on an SB3 ``ActorCriticPolicy`` / sb3-contrib
+   ``MaskableActorCriticPolicy``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from gpusched_env.envs.cluster import ClusterEnv
+from gpusched_env.envs.cluster_v1 import ClusterV1Env
+from gpusched_env.envs.preempt import actions_for
+from gpusched_env.metrics import RunResult
+from gpusched_env.policy import Policy
+from gpusched_env.types import Decision, Start
+from gpusched_env.view import ClusterView
+
+
+def collect(env: ClusterEnv, make_teacher: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:
+    """(obs, mask, action) of ``episodes`` teacher episodes (workloads/run seeds from the env's RNG).
+
+    ``make_teacher(run_seed)`` builds a fresh teacher policy per episode.
+    """
+    obs_l: list[np.ndarray] = []
+    mask_l: list[np.ndarray] = []
+    act_l: list[int] = []
+    for ep in range(episodes):
+        obs, info = env.reset(seed=seed + ep)
+        teacher = make_teacher(env.run_seed)
+        over = False
+        point = -1
+        starts: list[Start] = []
+        while not over:
+            b = env.builder
+            assert b is not None
+            if env.decision_points != point:  # a new decision point: ask the teacher once
+                point = env.decision_points
+                starts = [d for d in teacher.decide(env.view()) if isinstance(d, Start)]
+            a = b.done_action
+            while starts:
+                d = starts.pop(0)
+                found = b.action_for(d.job_id, d.gpus)
+                if found is None:  # outside the window: the batch ends here
+                    starts.clear()
+                    break
+                a = found
+                break
+            obs_l.append(obs)
+            mask_l.append(np.array(info["action_mask"], dtype=bool))
+            act_l.append(a)
+            obs, _, term, trunc, info = env.step(a)
+            over = term or trunc
+    return {"obs": np.asarray(obs_l, dtype=np.float32), "mask": np.asarray(mask_l, dtype=bool),
+            "action": np.asarray(act_l, dtype=np.int64)}
+
+
+def decide_at(policy: Policy, view: ClusterView, is_round: bool) -> list[Decision]:
+    """The policy's decisions at a Cluster-v1 decision point: a round-based queue scheduler
+    (:class:`gpusched.baselines.scheduler.QueueScheduler` with ``round_s``) runs its round exactly at the
+    env's round points and its fill between them (the env passes over points where nothing is
+    possible, so the scheduler's own clock would see fewer calls than in the bench); any other
+    policy is asked with ``decide``."""
+    from gpusched.baselines.scheduler import QueueScheduler
+
+    if isinstance(policy, QueueScheduler) and policy.round_s is not None:
+        if is_round:
+            policy._clock.last = view.now
+            return policy._round(view)
+        return policy._fill(view)
+    return policy.decide(view)
+
+
+def _v1_actions(env: ClusterV1Env, teacher: Policy) -> list[int]:
+    b = env.builder
+    assert b is not None
+    decisions = decide_at(teacher, env.view(), b.is_round)
+    make = lambda: env._build(b.is_round)  # noqa: E731
+    acts = actions_for(make, decisions) if decisions else []
+    if acts is None:
+        acts = actions_for(make, decisions, exact=False) or []
+    return acts
+
+
+def play_v1(env: ClusterV1Env, teacher: Policy, workload: int | None = None, run_seed: int | None = None,
+            seed: int | None = None, record: dict[str, list[object]] | None = None) -> RunResult:
+    """Drive a Cluster-v1 episode with ``teacher``'s decisions as actions (:func:`actions_for`),
+    each point ending with "done"; ``record`` (lists ``obs``, ``mask``, ``action``) collects the
+    steps. Returns the run's result."""
+    opts = {} if workload is None else {"workload": workload, "run_seed": run_seed}
+    obs, info = env.reset(seed=seed, options=opts)
+    over = env._over
+    while not over:
+        b = env.builder
+        assert b is not None
+        acts = [*_v1_actions(env, teacher), b.done_action]
+        for a in acts:
+            if record is not None:
+                record["obs"].append(obs)
+                record["mask"].append(np.array(info["action_mask"], dtype=bool))
+                record["action"].append(a)
+            obs, _, term, trunc, info = env.step(a)
+            over = term or trunc
+            if over or env.builder is not b:  # the point ended (nothing valid left, or "done")
+                break
+        else:  # "done" was masked (the teacher would idle the cluster): take the first valid start
+            obs, _, term, trunc, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+            over = term or trunc
+    return env.result()
+
+
+def collect_v1(env: ClusterV1Env, make_teacher: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:
+    """:func:`collect` for ``gpusched/Cluster-v1`` (module docstring)."""
+    rec: dict[str, list[object]] = {"obs": [], "mask": [], "action": []}
+    for ep in range(episodes):
+        env.reset(seed=seed + ep)  # draws the workload and run seed, as collect does
+        wl, rs = env.workload_index, env.run_seed
+        play_v1(env, make_teacher(rs), wl, rs, record=rec)
+    return _arrays(rec, env)
+
+
+def _arrays(rec: dict[str, list[object]], env: ClusterV1Env) -> dict[str, np.ndarray]:
+    """Recorded ``obs``, ``mask``, ``action`` lists as the arrays :func:`clone` fits (also when empty)."""
+    n, n_obs = len(rec["action"]), int(np.prod(env.observation_space.shape or (0,)))
+    return {"obs": np.asarray(rec["obs"], dtype=np.float32).reshape(n, n_obs),
+            "mask": np.asarray(rec["mask"], dtype=bool).reshape(n, int(env.n_actions)),
+            "action": np.asarray(rec["action"], dtype=np.int64)}
+
+
+def dagger_v1(env: ClusterV1Env, make_teacher: Any, act: Any, episodes: int, seed: int) -> dict[str, Any]:
+    """DAgger's data: ``episodes`` episodes driven by ``act(obs, mask)`` (the learner), each state
+    labelled with the teacher's action where the teacher's batch for the point is still defined.
+
+    At each decision point the teacher is asked once (:func:`decide_at`, as in :func:`play_v1`) for
+    its actions; while the learner's actions at the point agree with them, every state is labelled
+    with the teacher's next action (the learner's own state distribution across points, which the
+    teacher's episodes never reach); after the first disagreement the teacher's batch no longer
+    applies, and the point's remaining states go unlabelled. Returns the labelled (obs, mask,
+    action) arrays, the counts, and the learner's episodes' results (``results``)."""
+    rec: dict[str, list[object]] = {"obs": [], "mask": [], "action": []}
+    steps = agreed = 0
+    results: list[RunResult] = []
+    for ep in range(episodes):
+        obs, info = env.reset(seed=seed + ep)
+        teacher = make_teacher(env.run_seed)
+        over = env._over
+        point: Any = None
+        labels: list[int] = []
+        i = -1  # the teacher's next action at this point; -1 once the learner left the teacher's batch
+        while not over:
+            b = env.builder
+            assert b is not None
+            if b is not point:  # a new decision point: ask the teacher once
+                point, labels, i = b, [*_v1_actions(env, teacher), b.done_action], 0
+            mask = np.array(info["action_mask"], dtype=bool)
+            label = labels[i] if 0 <= i < len(labels) and mask[labels[i]] else None
+            a = int(act(obs, mask))
+            if label is not None:
+                rec["obs"].append(obs)
+                rec["mask"].append(mask)
+                rec["action"].append(label)
+                agreed += int(a == label)
+            i = i + 1 if label is not None and a == label else -1
+            steps += 1
+            obs, _, term, trunc, info = env.step(a)
+            over = term or trunc
+        results.append(env.result())
+    return {**_arrays(rec, env), "steps": steps, "labelled": len(rec["action"]), "agreed": agreed, "results": results}
+
+
+def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int, lr: float,
+          seed: int, masked: bool) -> list[float]:
+    """Fit ``policy`` to the data by cross-entropy; returns the mean loss per epoch."""
+    gen = torch.Generator().manual_seed(seed)
+    obs = torch.as_tensor(data["obs"])
+    act = torch.as_tensor(data["action"])
+    mask = data["mask"]
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    n = len(act)
+    losses: list[float] = []
+    policy.set_training_mode(True)
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=gen)
+        tot, cnt = 0.0, 0
+        for i in range(0, n, batch_size):
+            idx = perm[i : i + batch_size]
+            if masked:
+                _, logp, _ = policy.evaluate_actions(obs[idx], act[idx], action_masks=mask[idx.numpy()])
+            else:
+                _, logp, _ = policy.evaluate_actions(obs[idx], act[idx])
+            loss = -logp.mean()
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            opt.step()
+            tot += float(loss.detach()) * len(idx)
+            cnt += len(idx)
+        losses.append(tot / max(cnt, 1))
+    policy.set_training_mode(False)
+    return losses
+
+
+def accuracy(policy: Any, data: dict[str, np.ndarray], masked: bool) -> float:
+    """Share of the data's actions that the policy's deterministic choice reproduces."""
+    with torch.no_grad():
+        obs = torch.as_tensor(data["obs"])
+        if masked:
+            dist = policy.get_distribution(obs, action_masks=data["mask"])
+        else:
+            dist = policy.get_distribution(obs)
+        pred = dist.get_actions(deterministic=True).numpy()
+    return float(np.mean(pred == data["action"]))
+
+
+def make_teacher(name: str, scn: Any, run_seed: int) -> Any:
+    """Heuristic ``name`` with the scenario's parameters and the run's policy RNG, passing only
+    the parameters the policy accepts (``rng``, ``round_s`` where it takes them)."""
+    from gpusched.agents.policies import make_policy
+
+    return make_policy(name, scn, run_seed)
