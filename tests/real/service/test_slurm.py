@@ -262,7 +262,7 @@ def test_local_cluster_ports_are_distinct_free_and_below_the_ephemeral_range() -
     none is one an outgoing connection could be given meanwhile."""
     import socket
 
-    from real.service.slurm_local import _free_ports
+    from gpusched.real.service.slurm_local import _free_ports
 
     ports = _free_ports(5)
     assert len(set(ports)) == 5 and all(20000 <= p < 32000 for p in ports)
