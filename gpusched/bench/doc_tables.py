@@ -19,8 +19,12 @@ import argparse
 import importlib
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from gpusched_env.registry import Entry
 
 BEGIN = "<!-- policies:begin -->"
 END = "<!-- policies:end -->"
@@ -97,14 +101,20 @@ def cluster_rows() -> list[Row]:
     return [Row(e.name, _module_family(e.module)[0], _clean(e.summary), e.module) for e in POLICIES.entries()]
 
 
-def mechanism_rows() -> list[Row]:
-    from gpusched_env.device.mechanisms import MECHANISMS
-
+def _registry_rows(entries: Sequence[Entry[Any]]) -> list[Row]:
+    """One row per entry: the family from its module's docstring, its summary (else the rest of
+    that docstring's first sentence)."""
     rows = []
-    for e in MECHANISMS.entries():
+    for e in entries:
         family, rest = _module_family(e.module)
         rows.append(Row(e.name, family, e.summary or rest, e.module))
     return rows
+
+
+def mechanism_rows() -> list[Row]:
+    from gpusched_env.device.mechanisms import MECHANISMS
+
+    return _registry_rows(MECHANISMS.entries())
 
 
 def _list_entry(module: str, name: str) -> str:
@@ -132,11 +142,7 @@ def stage_rows() -> list[Row]:
 def schedule_rows() -> list[Row]:
     from gpusched_env.pipeline.schedules import SCHEDULES
 
-    rows = []
-    for e in SCHEDULES.entries():
-        family, rest = _module_family(e.module)
-        rows.append(Row(e.name, family, e.summary or rest, e.module))
-    return rows
+    return _registry_rows(SCHEDULES.entries())
 
 
 def _table(rows: list[Row]) -> list[str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -34,25 +36,30 @@ def test_each_checkpoint_is_what_its_manifest_says(name):
     assert same_weights(path, path) == 0.0
 
 
-def test_weight_comparison_sees_a_change(tmp_path):
-    src = resolve("pretrained:set_philly_dr")
-    changed = tmp_path / "m.zip"
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(changed, "w") as zout:
+def _copy_with(src: str, dst: Path, member: str, change: Callable[[bytes], bytes]) -> None:
+    """Copy the zip ``src`` to ``dst`` with ``member``'s bytes passed through ``change``."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
         for item in zin.infolist():
             data = zin.read(item.filename)
-            if item.filename == "policy.pth":
-                import io
+            zout.writestr(item, change(data) if item.filename == member else data)
 
-                import torch
 
-                params = torch.load(io.BytesIO(data), weights_only=True)
-                key = sorted(params)[0]
-                params[key] = params[key] + 0.25
-                buf = io.BytesIO()
-                torch.save(params, buf)
-                data = buf.getvalue()
-            zout.writestr(item.filename, data)
-    assert same_weights(src, changed) == pytest.approx(0.25)
+def test_weight_comparison_sees_a_change(tmp_path):
+    import io
+
+    import torch
+
+    def shift(data: bytes) -> bytes:
+        params = torch.load(io.BytesIO(data), weights_only=True)
+        key = sorted(params)[0]
+        params[key] = params[key] + 0.25
+        buf = io.BytesIO()
+        torch.save(params, buf)
+        return buf.getvalue()
+
+    src = resolve("pretrained:set_philly_dr")
+    _copy_with(src, tmp_path / "m.zip", "policy.pth", shift)
+    assert same_weights(src, tmp_path / "m.zip") == pytest.approx(0.25)
 
 
 def test_the_bench_loads_a_device_checkpoint_by_name():
@@ -76,19 +83,17 @@ def test_a_checkpoint_saved_before_the_move_loads(tmp_path):
     from gpusched.agents.adapter import load_model
     from gpusched.agents.set_extractor import SetPolicy
 
+    def old_class_path(data: bytes) -> bytes:
+        d = json.loads(data)
+        # a pickle of a global by reference: PROTO, SHORT_BINUNICODE module, name, STACK_GLOBAL, STOP
+        ref = b"\x80\x04" + b"\x8c\x14agents.set_extractor" + b"\x8c\x09SetPolicy" + b"\x93."
+        d["policy_class"][":serialized:"] = base64.b64encode(ref).decode()
+        d["policy_class"]["__module__"] = "agents.set_extractor"
+        return json.dumps(d).encode()
+
     src = resolve("pretrained:set_philly_dr")
     old = tmp_path / "old.zip"
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(old, "w") as zout:
-        for item in zin.infolist():
-            data = zin.read(item.filename)
-            if item.filename == "data":
-                d = json.loads(data)
-                # a pickle of a global by reference: PROTO, SHORT_BINUNICODE module, name, STACK_GLOBAL, STOP
-                ref = b"\x80\x04" + b"\x8c\x14agents.set_extractor" + b"\x8c\x09SetPolicy" + b"\x93."
-                d["policy_class"][":serialized:"] = base64.b64encode(ref).decode()
-                d["policy_class"]["__module__"] = "agents.set_extractor"
-                data = json.dumps(d).encode()
-            zout.writestr(item, data)
+    _copy_with(src, old, "data", old_class_path)
     model = load_model(str(old))
     assert type(model.policy) is SetPolicy  # the class at its new path (no top-level `agents` in a clean install)
     assert same_weights(str(old), src) == 0.0
