@@ -145,8 +145,8 @@ class Service:
             self.scn = load_scenario(cfg.scenario)
         except (KeyError, ValueError, FileNotFoundError) as e:
             raise ConfigError(f"scenario: {e}") from e
-        kw: dict[str, Any] = {} if cfg.round_s is None else {"round_s": cfg.round_s}
-        self.policy: Policy = make_policy(cfg.policy, self.scn, cfg.seed, cfg.agent_path, kw if cfg.policy != "fifo" else {})
+        kw: dict[str, Any] = {"round_s": cfg.round_s} if cfg.round_s is not None and _has_rounds(cfg.policy) else {}
+        self.policy: Policy = make_policy(cfg.policy, self.scn, cfg.seed, cfg.agent_path, kw)
         self.fifo: Policy = make_policy("fifo", self.scn, cfg.seed, None, {})
         self.baseline: Policy = make_policy(cfg.shadow_policy, self.scn, cfg.seed, None, {})
         self.q.set_meta("policy", self.policy.name)
@@ -683,6 +683,14 @@ class Service:
             except OSError as err:
                 self.note(f"job {row.id}: cannot launch on {nm}: {err}")
         return True
+
+
+def _has_rounds(policy: str) -> bool:
+    """Whether the heuristic ``policy`` takes a round length (``round_s`` is not passed to event-driven
+    policies nor to a trained agent, which keeps the rounds of the env it was trained in)."""
+    from gpusched.baselines import POLICIES, policy_params
+
+    return policy in POLICIES and "round_s" in policy_params(policy)
 
 
 def _describe(d: Decision) -> dict[str, Any]:

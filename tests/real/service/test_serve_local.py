@@ -157,3 +157,17 @@ def test_twenty_jobs_finish_under_a_trained_agent(tmp_path: Path) -> None:
     assert [r.state for r in JobQueue(out).jobs()] == ["finished"] * 20
     assert sorted(int(x[0]) for x in done_lines(done) if x[3] in ("-", "0")) == ids
     assert "FIFO decides" not in (out / "service.log").read_text()  # the agent decided every round
+
+
+@pytest.mark.parametrize("policy", ["sjf", "agent"])
+def test_round_s_is_given_only_to_policies_with_rounds(tmp_path: Path, policy: str) -> None:
+    """``round_s`` is a serve key for round-based heuristics; an event-driven one and a trained agent
+    (which keeps its env's rounds) are built without it instead of refusing an unknown parameter."""
+    from gpusched.real.service.serve import _has_rounds
+
+    assert [_has_rounds(p) for p in ("las", "tiresias", "fifo", "sjf", "agent")] == [True, True, False, False, False]
+    extra = {"agent_path": "pretrained:set_philly_dr"} if policy == "agent" else {}
+    svc = service(tmp_path, policy=policy, round_s=1.0, **extra)
+    assert svc.policy.name in (policy, "agent")
+    las = service(tmp_path / "las", policy="las", round_s=7.0)
+    assert las.policy.round_s == 7.0  # type: ignore[attr-defined]
