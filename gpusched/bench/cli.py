@@ -452,14 +452,11 @@ def policy_names_help() -> str:
     import textwrap
 
     from gpusched.baselines import POLICIES
-    from gpusched_env.device.bench import BE_CAPPED_POLICIES
-    from gpusched_env.device.daris.scenario import STAGE_POLICIES
-    from gpusched_env.device.mechanisms import MECHANISMS
+    from gpusched_env.device import bench as device_bench
     from gpusched_env.pipeline.schedules import SCHEDULES
 
-    device = [*MECHANISMS, *BE_CAPPED_POLICIES, *(p for p in STAGE_POLICIES if p not in MECHANISMS)]
     lines = [f"cluster: {' '.join(POLICIES)} agent (with agent_path=FILE)",
-             f"device: {' '.join(device)} agent", f"pipeline: {' '.join(SCHEDULES)} agent"]
+             f"device: {' '.join(device_bench.policies())} agent", f"pipeline: {' '.join(SCHEDULES)} agent"]
     return "\n".join(textwrap.fill(x, 100, subsequent_indent="          ") for x in lines)
 
 

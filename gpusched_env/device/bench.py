@@ -41,6 +41,12 @@ def pair_policies() -> tuple[str, ...]:
     return (*MECHANISMS, *BE_CAPPED_POLICIES)
 
 
+def policies() -> tuple[str, ...]:
+    """Every device-level policy now: the pair policies, then the stage model's others."""
+    pairs = pair_policies()
+    return (*pairs, *(p for p in STAGE_POLICIES if p not in pairs))
+
+
 @dataclass(frozen=True)
 class DeviceScenario:
     """``conf/scenario/NAME.yaml`` with ``level: device``."""

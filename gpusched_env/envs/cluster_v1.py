@@ -10,7 +10,7 @@ from gymnasium import spaces
 from gpusched_env.envs.cluster import ClusterEnv
 from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
-from gpusched_env.rounds import ROUND_EPS_S, RoundClock  # noqa: F401  (re-exported)
+from gpusched_env.rounds import RoundClock
 from gpusched_env.scenario import Scenario
 
 
