@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpusched_env.atomic import atomic_path
+
 MB = 1024 * 1024
 
 
@@ -104,16 +106,10 @@ class CheckpointStore:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
 
     def _write(self, path: Path, data: bytes) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
 
     def put(self, job_id: int, node: str, size: int, data: bytes | None) -> None:
         """Record a stop on ``node``: the tar first, then the record that points at it."""
