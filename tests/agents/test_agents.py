@@ -101,6 +101,7 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # the CLI in-process: tests/agents/test_train_cli.py
 def test_train_smoke_subprocess(tmp_path):
     out = tmp_path / "run"
     p = _run(_train_cmd(out))

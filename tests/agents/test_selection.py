@@ -124,6 +124,7 @@ def _cfg(*overrides: str):
             "select.avg_bound=las", "select.p99_bound=srtf", *overrides])
 
 
+@pytest.mark.slow  # selection while training is also run by test_same_seed_trains_the_same_policy_and_scores
 def test_training_with_selection_saves_the_chosen_candidate(tmp_path):
     from gpusched.agents.adapter import load_model, predict, read_meta
     from gpusched.agents.train import train

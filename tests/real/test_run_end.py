@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from realtest_helpers import Fifo, descendants, tiny_workload
 
 from gpusched.real.backend import RealConfig
@@ -77,6 +78,7 @@ def test_cli_refuses_a_job_that_can_never_be_placed(tmp_path: Path) -> None:
     assert not (tmp_path / "run" / "results.json").exists()
 
 
+@pytest.mark.slow  # a 15-s wall limit; the same ending in-process: test_time_limit_ends_the_run_incomplete
 def test_cli_exits_nonzero_when_jobs_are_left_unfinished(tmp_path: Path) -> None:
     """Job 1 is far too long for the wall-clock limit: job 0 finishes, the run ends ``incomplete``
     naming job 1, exit code 3."""

@@ -131,7 +131,7 @@ def _slurm_service(out: Path, slurm: LocalSlurm, **kw: object):  # type: ignore[
     return Service(cfg, engine=SlurmEngine(out, "gpu", run_command(slurm.env)))
 
 
-@pytest.mark.parametrize("policy", ["fifo", "las"])
+@pytest.mark.parametrize("policy", [pytest.param("fifo", marks=pytest.mark.slow), "las"])  # las also preempts
 def test_twelve_mixed_jobs_finish_once_on_slurm(slurm: LocalSlurm, tmp_path: Path, policy: str) -> None:
     from gpusched.real.service.queue import JobQueue
     from gpusched.real.service.report import report
