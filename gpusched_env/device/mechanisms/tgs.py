@@ -15,9 +15,9 @@ evaluation ran (tally-project/tally at de153ca, ``src/tally/scheduler/tgs.cpp``)
   held at 0), then adjusts the limit at each report, TCP-like: slow start (x1.5 while HP's rate is
   within 3 % of its max, else /1.5 and congestion avoidance); congestion avoidance (+max(0.025 % of
   the max rate, 1000) while within 3 %, else -max(8 %, 1000); a deviation >= 9 % divides by 10 and
-  returns to slow start); 20 reports >= 12 % off lower the max by 20 % and halve the limit; a report
-  off the max by > 20 % restarts profiling; an HP that is idle (>= 3 of the 5 windows under 1000
-  blocks) lifts the limit.
+  returns to slow start); 20 reports >= 12 % off lower the max by 20 % and halve the limit; a windowed
+  rate (the largest mean of two consecutive of the last 5 reports) off the max by > 20 % restarts
+  profiling; an idle HP (> 2 of the last 5 reports under 1000 blocks) lifts the limit.
 - ``spin``: pkusys/TGS's limit manager blocks on the socket, so it steps once per report, the first at
   5 s (False, the default); Tally's port reads the shared counter in a loop with no wait, from the
   start (0 until HP's first report), so after every change it steps until its state repeats (at most
@@ -27,7 +27,7 @@ evaluation ran (tally-project/tally at de153ca, ``src/tally/scheduler/tgs.cpp``)
 A kernel group's blocks: SM demand x SMs x duration / block duration (one resident block per SM at a
 time: choice, the engine's block model). BE's blocks are counted as it progresses (a throttled BE
 launches about as fast as it runs), HP's at launch. Tally's port also keeps <= 20 BE kernels in flight;
-one in-order stream of groups never has more, so the rule is not modelled.
+the engine runs BE one kernel group at a time, so that rule is not modelled.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class TgsConfig:
     threshold: float = 0.03  # pkusys/TGS update_rate_limit: threshold
     window: int = 5  # pkusys/TGS: WINDOW_SIZE (reports)
     profile_reports: int = 5  # pkusys/TGS: PROFILE_TIME
-    max_profile_reports: int = 1_000_000  # pkusys/TGS: unbounded; Tally's port: MAX_PROFILE_TIME 100
+    max_profile_reports: int = 1_000_000  # pkusys/TGS: unbounded (a number no run reaches); Tally's port: MAX_PROFILE_TIME 100
     spin: bool = False  # pkusys/TGS: False (blocking read); Tally's port: True (a loop with no wait)
     spin_steps: int = 1_000_000  # choice: bound on the steps of one spin (the loop stops where its state repeats)
 
