@@ -55,12 +55,16 @@ def test_hp_kernel_beside_long_be_blocks_waits_for_the_block_under_way() -> None
 
 
 def test_tally_preemption_waits_for_the_unit_under_way() -> None:
-    off = {"ptb_overhead": 0.0, "slice_launch_s": 0.0}
+    sliced = {"ptb_overhead": 0.5, "slice_launch_s": 0.0}  # slicing is the faster transform (free)
+    ptb = {"ptb_overhead": 0.0, "slice_launch_s": 4e-6}  # PTB is (free)
     # BE starts once HP has been idle 0.1 ms (t = 0.1 ms); at 0.8 ms it has done 0.7 ms of work
-    # blocks of 0.5 ms (> L_max): the block under way ends 0.3 ms later
-    assert _hp_beside_long_blocks("tally", 0.8e-3, 0.5e-3, off) == pytest.approx(0.3e-3)
-    # blocks of 10 µs (< L_max = 31.6 µs): slices of 31.6 µs, 0.7 ms = 22 slices + 4.8 µs -> waits 26.8 µs
-    assert _hp_beside_long_blocks("tally", 0.8e-3, 10e-6, off) == pytest.approx(31.6e-6 - (0.7e-3 - 22 * 31.6e-6))
+    # blocks of 0.5 ms (> L_max): the block under way ends 0.3 ms later, either way
+    assert _hp_beside_long_blocks("tally", 0.8e-3, 0.5e-3, sliced) == pytest.approx(0.3e-3)
+    assert _hp_beside_long_blocks("tally", 0.8e-3, 0.5e-3, ptb) == pytest.approx(0.3e-3)
+    # blocks of 10 µs (< L_max = 31.6 µs), sliced: slices of 31.6 µs, 0.7 ms = 22 slices + 4.8 µs -> waits 26.8 µs
+    assert _hp_beside_long_blocks("tally", 0.8e-3, 10e-6, sliced) == pytest.approx(31.6e-6 - (0.7e-3 - 22 * 31.6e-6))
+    # as persistent thread blocks: at 0.803 ms, 70 blocks + 3 µs done -> the block under way ends 7 µs later
+    assert _hp_beside_long_blocks("tally", 0.803e-3, 10e-6, ptb) == pytest.approx(7e-6)
 
 
 def test_tally_picks_the_faster_transform() -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import yaml
 
+from gpusched_env.config_util import CONF_DIR
 from gpusched_env.device import engine
 from gpusched_env.device.daris.scenario import DarisScenario, run_taskset
 from gpusched_env.device.daris.scheduler import DarisConfig
@@ -20,6 +22,8 @@ from gpusched_env.device.service import ServiceSpec
 
 PAIR = PairSetup("A100", "bert_inf", "resnet50_train", ServiceSpec(load=0.5), 5.0)
 TALLY_P99, TGS_P99 = 0.072, 1.889  # CALIBRATION.md (Tally)
+# TGS as tally_pairs runs it (Tally's port of TGS's rate control)
+TGS = yaml.safe_load((CONF_DIR / "scenario" / "tally_pairs.yaml").read_text())["mechanisms"]["tgs"]
 
 
 class TallyWithoutPreemption(Tally):
@@ -45,17 +49,20 @@ def test_tally_p99_row_fails_without_preemption() -> None:
 
 
 def test_tgs_p99_row_fails_without_block_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    right, _ = run_pair(PAIR, "tgs", 0)
+    right, _ = run_pair(PAIR, "tgs", 0, TGS)
     assert TGS_P99 / 1.5 <= _overhead(right) <= TGS_P99 * 1.5
+    # TGS's own limit manager (one step per 5 s report): BE held while it profiles HP (>= 25 s)
+    blocking, _ = run_pair(PAIR, "tgs", 0, {**TGS, "spin": False})
+    assert _overhead(blocking) < TGS_P99 / 1.5
     orig = engine.rate
     monkeypatch.setattr(engine, "rate", lambda share, mem, busy, count, dur, over, wait, slow=1.0:
                         orig(share, mem, busy, count, dur, over, 0.0, slow))
-    wrong, _ = run_pair(PAIR, "tgs", 0)  # the model before: HP's kernels never wait for BE's blocks
+    wrong, _ = run_pair(PAIR, "tgs", 0, TGS)  # the model before: HP's kernels never wait for BE's blocks
     assert _overhead(wrong) < TGS_P99 / 1.5
 
 
 def test_tally_vs_tgs_system_throughput_row_fails_with_the_idle_thresholds_swapped() -> None:
-    tgs, _ = run_pair(PAIR, "tgs", 0)
+    tgs, _ = run_pair(PAIR, "tgs", 0, TGS)
     right, _ = run_pair(PAIR, "tally", 0)
     wrong, _ = run_pair(PAIR, "tally", 0, {"idle_s": 0.1})  # BE waits 100 ms of HP idleness, not 0.1 ms
     assert right["system_throughput"] / tgs["system_throughput"] - 1 >= -0.2

@@ -2,10 +2,11 @@
 
 HP kernels launch unmodified whenever HP has work and take SMs first. BE launches at most one kernel
 at a time (one stream), and only once every HP client has been idle for ``idle_s`` (0.1 ms). BE
-kernels run transformed, in units of ``l_max_s`` of work (or one block where a block is longer): an
-arriving HP kernel waits for the unit under way to end (its remaining time, <= max(l_max_s, block)).
-The transform is chosen per kernel online, the faster of slicing (one extra launch of
-``slice_launch_s`` per unit) and persistent thread blocks (``ptb_overhead`` slower). After
+kernels run transformed and an arriving HP kernel waits for the unit under way to end: the slice
+(``l_max_s`` of work, or one block where a block is longer) when sliced, the block under way as a
+persistent thread block (its workers check the retreat flag before each block). The transform is
+chosen per kernel online, the faster of slicing (one extra launch of ``slice_launch_s`` per slice)
+and persistent thread blocks (``ptb_overhead`` slower). After
 ``unsliced_after_s`` (100 ms) of HP idleness BE kernels run unmodified: they cannot be preempted, so
 HP waits for their running block to end and shares the GPU with it.
 """
@@ -43,13 +44,23 @@ class TallyConfig:
             if not 0.0 <= getattr(self, k) < 10.0:
                 raise ValueError(f"tally {k} must be in [0, 10), got {getattr(self, k)}")
 
-    def unit(self, block: float) -> float:
-        """The preemption unit of a transformed kernel: l_max_s of work, or one block if longer."""
+    def slice_unit(self, block: float) -> float:
+        """The work of one slice: l_max_s, or one block if longer."""
         return block if block > self.l_max_s else self.l_max_s
+
+    def ptb(self, block: float) -> bool:
+        """PTB is the faster transform (the online choice; a tie goes to PTB)."""
+        return self.ptb_overhead <= self.slice_launch_s / self.slice_unit(block)
+
+    def unit(self, block: float) -> float:
+        """The preemption unit of a transformed kernel: under PTB one block (its workers check the
+        retreat flag before each original block: tally-project/tally priority.cpp, PTB preemption
+        latency = a batch of blocks' time), when sliced the slice under way."""
+        return block if self.ptb(block) else self.slice_unit(block)
 
     def slow(self, block: float) -> float:
         """Speed of a transformed kernel (1 = unmodified): the faster of slicing and PTB (online choice)."""
-        return 1.0 / (1.0 + min(self.slice_launch_s / self.unit(block), self.ptb_overhead))
+        return 1.0 / (1.0 + min(self.slice_launch_s / self.slice_unit(block), self.ptb_overhead))
 
 
 class Tally(BaseMechanism):
