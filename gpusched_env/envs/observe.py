@@ -176,7 +176,7 @@ class DecisionBuilder:
         self._pending: Sequence[Job] = view.pending
         cache.see(view.pending_ids, view)
         self._ids: list[int] = list(view.pending_ids)  # this point's queue (the backend's list changes on apply)
-        self._order: list[int] | None = None  # pending positions by work estimate (stable)
+        self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
         self._gone: set[int] = set()  # pending positions started in this batch
         self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
@@ -222,8 +222,8 @@ class DecisionBuilder:
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
             cut = win[-1] if win else -1
             if self._order is None:
-                self._order = np.argsort(self.cache.work[ids], kind="stable").tolist()
-            head = self._order[: self.k + len(gone)]
+                self._order = np.argsort(self.cache.work[ids], kind="stable")
+            head = self._order[: self.k + len(gone)].tolist()
             win += [o for o in head if o > cut and o not in gone][:need]
         self._win = win
         self._win_ids = [ids[p] for p in win]
