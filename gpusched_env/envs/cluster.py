@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import gymnasium as gym
@@ -40,9 +41,10 @@ class _JctIntegral:
 
     def __init__(self, jobs: list[Job]) -> None:
         arr = np.sort(np.array([j.arrival_s for j in jobs if j.tracked], dtype=np.float64))
-        self.arrivals = arr
-        self.cum = np.concatenate([[0.0], np.cumsum(arr)])
-        self.cum2 = np.concatenate([[0.0], np.cumsum(arr * arr)])
+        # Python lists (the same floats): one bisect and two float reads per call, no numpy calls
+        self.arrivals: list[float] = arr.tolist()
+        self.cum: list[float] = np.concatenate([[0.0], np.cumsum(arr)]).tolist()
+        self.cum2: list[float] = np.concatenate([[0.0], np.cumsum(arr * arr)]).tolist()
         self.n_fin = 0
         self.fin_sum = 0.0
         self.fin_a = 0.0  # finished jobs: sum of arrivals, of squared arrivals, of squared JCTs
@@ -57,11 +59,11 @@ class _JctIntegral:
         self.fin_q += (t - arrival) ** 2
 
     def at(self, t: float) -> float:
-        n = int(np.searchsorted(self.arrivals, t, side="right"))
+        n = bisect.bisect_right(self.arrivals, t)
         return (n * t - self.cum[n]) - (self.n_fin * t - self.fin_sum)
 
     def at2(self, t: float) -> float:
-        n = int(np.searchsorted(self.arrivals, t, side="right"))
+        n = bisect.bisect_right(self.arrivals, t)
         arrived = n * t * t - 2.0 * t * self.cum[n] + self.cum2[n]  # sum of (t - a)^2
         past_finish = self.n_fin * t * t - 2.0 * t * self.fin_a + self.fin_a2 - self.fin_q
         return 0.5 * (arrived - past_finish)

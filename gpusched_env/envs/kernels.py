@@ -20,14 +20,15 @@ GLOBAL_FEATURES = 8
 @njit(cache=True, nogil=True)
 def fill_observation(  # one flat call: numba takes arrays and scalars, not objects
     obs, gpu_node, inv_size, scale_power, scale_jobs, free, up, power, n_res, slowdown,
-    slot, arrival_h, win_ids, ex_ok, sh_ok, now_h, n_free, glob, low, high,
+    slot, arrival_h, win_ids, fits, now_h, n_free, g0, g1, g3, g4, g5, g6, g7, low, high,
 ):
     """Write the whole observation into ``obs`` (float32).
 
     Node block from the per-GPU arrays (``free`` and ``n_res`` are the working copies of the
     decision point), slot block from the static per-job rows ``slot`` plus the dynamic columns
-    (wait, fits, GPUs per free GPU), global block from ``glob`` with the busy-GPU share (index 2)
-    counted here. Every entry is then clipped to ``[low, high]``; NaN becomes 0.
+    (wait, fits: bit 0 of ``fits[s]`` an exclusive option, bit 1 a shared one; GPUs per free GPU),
+    global block from the scalars ``g0, g1, g3..g7`` with the busy-GPU share (index 2) counted here.
+    Every entry is then clipped to ``[low, high]``; NaN becomes 0.
     """
     n_nodes = inv_size.size
     n_gpus = gpu_node.size
@@ -73,14 +74,19 @@ def fill_observation(  # one flat call: numba takes arrays and scalars, not obje
             obs[row + f] = slot[j, f]
         wait = now_h - arrival_h[j]
         obs[row + 6] = np.log1p(max(wait, 0.0))
-        obs[row + 8] = 1.0 if ex_ok[s] else 0.0
-        obs[row + 9] = 1.0 if sh_ok[s] else 0.0
+        obs[row + 8] = 1.0 if fits[s] & 1 else 0.0
+        obs[row + 9] = 1.0 if fits[s] & 2 else 0.0
         obs[row + 10] = np.float32(slot[j, 10]) * per_free  # the static column holds the GPU count
 
     b = a + k * SLOT_FEATURES
-    for i in range(GLOBAL_FEATURES):
-        obs[b + i] = glob[i]
+    obs[b] = g0
+    obs[b + 1] = g1
     obs[b + 2] = busy / n_gpus
+    obs[b + 3] = g3
+    obs[b + 4] = g4
+    obs[b + 5] = g5
+    obs[b + 6] = g6
+    obs[b + 7] = g7
 
     for i in range(obs.size):
         x = obs[i]

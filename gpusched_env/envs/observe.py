@@ -63,6 +63,8 @@ class JobCache:
         self.cls = np.zeros(0, dtype=np.int64)
         self.arrival_h = np.zeros(0)
         self.mem = np.zeros(0)
+        self.gpus_l: list[int] = []  # Python mirrors of gpus and mem (scalar reads in the mask)
+        self.mem_l: list[float] = []
         self.constrained = False
         self._seen: set[int] = set()
         self.whole_run = False  # every job the run will show is known (skip the check in see)
@@ -84,6 +86,9 @@ class JobCache:
         slot = np.zeros((size, SLOT_FEATURES))
         slot[: self.slot.shape[0]] = self.slot
         self.slot = slot
+        grow = size - len(self.gpus_l)
+        self.gpus_l += [0] * grow
+        self.mem_l += [0.0] * grow
 
     def fill(self, jobs: Sequence[Job], topo: Topology, whole_run: bool = False) -> None:
         """Record the static numbers of ``jobs`` (one array operation per field; a run's whole
@@ -109,6 +114,10 @@ class JobCache:
         self.cls[ids] = cls
         self.arrival_h[ids] = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs)) / 3600.0
         self.mem[ids] = mem
+        gpus_l, mem_l = self.gpus_l, self.mem_l
+        for i, g, m in zip(ids.tolist(), gpus.tolist(), mem.tolist(), strict=True):
+            gpus_l[i] = g
+            mem_l[i] = m
         block = np.zeros((len(jobs), SLOT_FEATURES))
         block[:, 0] = 1.0
         block[:, 1] = np.log2(1.0 + gpus) / math.log2(1.0 + topo.n_gpus)
@@ -146,8 +155,10 @@ class DecisionBuilder:
 
     Built at every candidate decision point, so it does little up front: the queue window, its fit
     checks, the mask and the observation are computed on demand and cached until the next action;
-    the working copy of the cluster (:class:`WorkingState`) is made at the first action. The
-    observation is filled by one compiled call (:mod:`gpusched_env.envs.kernels`).
+    the working copy of the cluster (:class:`WorkingState`) is made at the first action. The window
+    and its fit checks are short Python lists (a handful of jobs: scalar work is cheaper than numpy
+    calls at that size); the observation is filled by one compiled call
+    (:mod:`gpusched_env.envs.kernels`).
     """
 
     def __init__(
@@ -164,8 +175,7 @@ class DecisionBuilder:
         self.decisions: list[Start] = []
         self._pending: Sequence[Job] = view.pending
         cache.see(view.pending_ids, view)
-        ids = np.array(view.pending_ids, dtype=np.int64)
-        self._ids = ids
+        self._ids: list[int] = list(view.pending_ids)  # this point's queue (the backend's list changes on apply)
         self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
         self._gone: set[int] = set()  # pending positions started in this batch
         self._demand = float(view.pending_gpus)
@@ -202,7 +212,8 @@ class DecisionBuilder:
         """Recompute the window: the first ``fifo_slots`` jobs not started in this batch, then
         the ones with the least work among those after them. Plain lists: the window is short,
         and a scan of the work order skips at most ``fifo_slots`` + (started) positions."""
-        f, n, gone = self.fifo_slots, self._ids.size, self._gone
+        ids = self._ids
+        f, n, gone = self.fifo_slots, len(ids), self._gone
         if gone:  # the first f alive positions lie among the first f + len(gone)
             win = [p for p in range(min(n, f + len(gone))) if p not in gone][:f]
         else:
@@ -211,12 +222,12 @@ class DecisionBuilder:
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
             cut = win[-1] if win else -1
             if self._order is None:
-                self._order = np.argsort(self.cache.work[self._ids], kind="stable")
+                self._order = np.argsort(self.cache.work[ids], kind="stable")
             head = self._order[: self.k + len(gone)].tolist()
             win += [o for o in head if o > cut and o not in gone][:need]
         self._win = win
-        self._win_ids = self._ids[win]
-        self._fit: tuple[np.ndarray, np.ndarray] | None = None
+        self._win_ids = [ids[p] for p in win]
+        self._fit: tuple[list[bool], list[bool]] | None = None
         self._valid: bool | None = None
         self._mask: np.ndarray | None = None
         self._obs: np.ndarray | None = None
@@ -233,39 +244,42 @@ class DecisionBuilder:
         rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
         if self._mask is not None:
             return self._mask
-        p = self.n_opts
-        m = np.zeros(self.k * p + 1, dtype=bool)
         ex_ok, sh_ok = self._fits()
-        n = ex_ok.size
-        if n and sh_ok is ex_ok:  # one test for every option
-            m[: n * p] = np.repeat(ex_ok, p)
-        elif n:
-            m[: n * p].reshape(n, p)[:] = np.where(self.options.exclusive, ex_ok[:, None], sh_ok[:, None])
-        m[-1] = bool(self.decisions or self.view.running or not self.any_valid())
+        rows = self.options.mask_rows  # one slot's P entries for each (fits exclusive, fits shared)
+        buf = bytearray(self.k * self.n_opts + 1)
+        if ex_ok:
+            body = b"".join([rows[e, s] for e, s in zip(ex_ok, sh_ok, strict=True)])
+            buf[: len(body)] = body
+        buf[-1] = bool(self.decisions or self.view.running or not self.any_valid())
+        m = np.frombuffer(buf, dtype=np.bool_)
         self._mask = m
         return m
 
-    def _fits(self) -> tuple[np.ndarray, np.ndarray]:
+    def _fits(self) -> tuple[list[bool], list[bool]]:
         """(fits an exclusive option, fits ``least_interference``) per window slot."""
         if self._fit is not None:
             return self._fit
         ids = self._win_ids
-        sizes = self.cache.gpus[ids]
+        gpus_l = self.cache.gpus_l
+        sizes = [gpus_l[i] for i in ids]
+        sh: list[bool]
         if self._simple:
-            ex = sizes <= self._n_free
+            n_free = self._n_free
+            ex = [n <= n_free for n in sizes]
             if self._need_sh and self.view.max_jobs_per_gpu == 1:
                 sh = ex  # exclusive cluster, no job needs more memory than any GPU has: same test
             elif self._need_sh:
-                sh = sizes <= self._n_sh
-                mem = self.cache.mem[ids]
-                for s in np.flatnonzero(sh & (mem != 0.0)).tolist():
-                    sh[s] = int(np.count_nonzero(self.ws.shareable(self._pending[self._win[s]]))) >= sizes[s]
+                n_sh, mem_l = self._n_sh, self.cache.mem_l
+                sh = [n <= n_sh for n in sizes]
+                for s, i in enumerate(ids):
+                    if sh[s] and mem_l[i] != 0.0:
+                        sh[s] = int(np.count_nonzero(self.ws.shareable(self._pending[self._win[s]]))) >= sizes[s]
             else:
-                sh = np.zeros(ids.size, dtype=bool)
+                sh = [False] * len(ids)
         else:
             ws = self.ws
-            ex = np.zeros(ids.size, dtype=bool)
-            sh = np.zeros(ids.size, dtype=bool)
+            ex = [False] * len(ids)
+            sh = [False] * len(ids)
             for s, j in enumerate(self.window):
                 ex[s] = ws.ctx.n_eligible(j) >= j.num_gpus
                 if self._need_sh:
@@ -278,9 +292,9 @@ class DecisionBuilder:
         if self._valid is None:
             ex, sh = self._fits()
             if not self._need_sh:
-                self._valid = bool(ex.any())
+                self._valid = any(ex)
             else:
-                self._valid = bool((self.options.any_exclusive and ex.any()) or sh.any())
+                self._valid = bool((self.options.any_exclusive and any(ex)) or any(sh))
         return self._valid
 
     # -- observation -------------------------------------------------------------------------
@@ -294,16 +308,16 @@ class DecisionBuilder:
         ex_ok, sh_ok = self._fits()
         n_dec, n_gpus, now = len(self.decisions), lay.n_gpus, view.now
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
-        glob = (
-            math.sin(tod), math.cos(tod), 0.0, self._n_free / n_gpus,  # index 2 (busy share): the kernel's
-            math.log1p(self._ids.size - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
-            self._demand / n_gpus, math.log1p(n_dec) / 3.0,
-        )
         obs = np.empty(lay.size + self.k * SLOT_FEATURES + GLOBAL_FEATURES, dtype=np.float32)
-        fill_observation(
+        fill_observation(  # the global row's scalars one by one (a tuple argument costs more to pass)
             obs, lay.gpu_node, lay.inv_size, lay.scale_power, lay.scale_jobs, free, view.up,
-            view.gpu_power_w, n_res, view.slowdown, cache.slot, cache.arrival_h, self._win_ids,
-            ex_ok, sh_ok, now / 3600.0, self._n_free, glob, OBS_LOW, OBS_HIGH,
+            view.gpu_power_w, n_res, view.slowdown, cache.slot, cache.arrival_h,
+            np.array(self._win_ids, dtype=np.int64),
+            np.frombuffer(bytes([e + 2 * s for e, s in zip(ex_ok, sh_ok, strict=True)]), dtype=np.uint8),
+            now / 3600.0, self._n_free,
+            math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
+            math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
+            self._demand / n_gpus, math.log1p(n_dec) / 3.0, OBS_LOW, OBS_HIGH,
         )
         self._obs = obs
         return obs
@@ -342,7 +356,7 @@ class DecisionBuilder:
     def action_for(self, job_id: int, gpus: tuple[int, ...]) -> int | None:
         """The action that starts ``job_id`` on ``gpus`` if one does (else the first valid option
         for the job, or None when the job is not in the window) — maps heuristic decisions to actions."""
-        for s, jid in enumerate(self._win_ids.tolist()):
+        for s, jid in enumerate(self._win_ids):
             if jid != job_id:
                 continue
             j = self._pending[self._win[s]]

@@ -209,6 +209,10 @@ class OptionSet:
         self.exclusive = np.array([n in EXCLUSIVE for n in names], dtype=bool)
         self.all_exclusive = bool(self.exclusive.all())
         self.any_exclusive = bool(self.exclusive.any())
+        excl = self.exclusive.tolist()
+        self.mask_rows: dict[tuple[bool, bool], bytes] = {  # one window slot's mask entries, by
+            (e, s): bytes([e if x else s for x in excl]) for e in (False, True) for s in (False, True)
+        }  # (fits an exclusive option, fits a shared one)
 
     def __len__(self) -> int:
         return len(self.names)

@@ -15,7 +15,7 @@ ends once all tracked jobs have finished, whatever background jobs are still que
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -100,8 +100,15 @@ def with_background(
     gaps = background_gaps(rng, n_background, rate_per_hour)
     if whole_seconds:
         gaps = np.ceil(gaps)
-    arrivals = base[-1].arrival_s + np.cumsum(gaps)
-    return [
-        replace(base[k % len(base)], job_id=start_id + k, arrival_s=float(arrivals[k]), tracked=False)
-        for k in range(n_background)
-    ]
+    arrivals = (base[-1].arrival_s + np.cumsum(gaps)).tolist()
+    # Each copy is built from its source's field values with three of them changed: the same
+    # Job as ``dataclasses.replace`` gives, at a third of the cost (a PAL reset builds 2,000).
+    names = [f.name for f in fields(Job)]
+    i_id, i_arrival, i_tracked = names.index("job_id"), names.index("arrival_s"), names.index("tracked")
+    rows = [[getattr(j, n) for n in names] for j in base]
+    out = []
+    for k in range(n_background):
+        row = rows[k % len(rows)].copy()
+        row[i_id], row[i_arrival], row[i_tracked] = start_id + k, arrivals[k], False
+        out.append(Job(*row))
+    return out
