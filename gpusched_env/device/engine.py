@@ -109,6 +109,8 @@ class DeviceSim:
         # the mechanism's launch hook, None where it is the default no-op (not called per event then)
         hook = mechanism.on_launch
         self._on_launch = None if getattr(hook, "__func__", None) is BaseMechanism.on_launch else hook
+        # clients that take turns (time slicing) never co-run: no waits for each other's blocks
+        self._co_run = bool(getattr(mechanism, "co_run", True))
         for c in self.clients:
             if c.spec.is_service:
                 self._next_request(c, 0.0)
@@ -356,7 +358,8 @@ class DeviceSim:
             band += c.mb[k] * (share if share < 1.0 else 1.0)  # mb = mem * busy, the same product
         over = band if band > 1.0 else 1.0  # max(1, band)
         # the co-runners with blocks pending (holding less than their demand)
-        pending = [(j, o) for j, o in running if o.alloc < o.sm[o.idx] - 1e-9] if len(running) > 1 else []
+        pending = ([(j, o) for j, o in running if o.alloc < o.sm[o.idx] - 1e-9]
+                   if len(running) > 1 and self._co_run else [])
         f = rate
         for i, c in running:
             k = c.idx
