@@ -48,7 +48,7 @@ class Mix:
     """A kernel group's member SM demands (sorted) with cumulative durations and SM-times, so the
     members' mean stretch under an SM ceiling is read with a bisection (:meth:`piece`)."""
 
-    __slots__ = ("s", "cd", "cds", "total")
+    __slots__ = ("s", "cd", "cds", "total", "top", "memo")
 
     def __init__(self, dur: np.ndarray, sm: np.ndarray) -> None:
         order = np.argsort(sm, kind="stable")
@@ -57,6 +57,15 @@ class Mix:
         self.cd = np.concatenate(([0.0], np.cumsum(d))).tolist()
         self.cds = np.concatenate(([0.0], np.cumsum(d * s))).tolist()
         self.total = self.cd[-1]
+        self.top = self.s[-1]  # the largest member demand: no member is held back by a ceiling above it
+        self.memo: dict[float, float] = {}
+
+    def share(self, c: float) -> float:
+        """1 / the members' mean stretch under the ceiling ``c`` (> 0), remembered per ceiling."""
+        got = self.memo.get(c)
+        if got is None:
+            got = self.memo[c] = self.total / self.piece(-1.0, 2.0, c)
+        return got
 
     def piece(self, lo: float, hi: float, c: float) -> float:
         """Σ over members with lo < s ≤ hi of duration × max(1, s / c): each member that fills more
@@ -68,24 +77,27 @@ class Mix:
         return (self.cd[m] - self.cd[a]) + (self.cds[b] - self.cds[m]) / c
 
 
-def member_share(mix: Mix, demand: float, cap: float, level: int, other: tuple[float, int] | None) -> float:
-    """1 / the mean stretch (duration-weighted) of a group's members under the SMs each can hold:
-    alone, up to its cap; served after a co-runner (a higher level, or the larger demand on one
-    level; ``demand`` = its group's min(mean SM demand, cap)), up to min(cap, what the co-runner's
-    demand ``other`` = (demand, level) leaves). A member
-    of SM demand s runs s / that ceiling times longer where it exceeds it. 0 where the group is served
-    first (its losses to the co-runner are the waits of :func:`rate`) or its ceiling is empty."""
+def member_ceiling(demand: float, cap: float, level: int, other: tuple[float, int] | None) -> float:
+    """The most SMs each member of a group may hold: alone, its cap; served after its one co-runner (a
+    higher level, or the larger demand on one level; ``demand`` = its group's min(mean SM demand,
+    cap), ``other`` = the co-runner's (demand, level)), min(cap, what the co-runner leaves). -1 where
+    the group is served first: its losses to the co-runner are the waits of :func:`rate`."""
     if other is None:
-        return mix.total / mix.piece(-1.0, 2.0, cap)
+        return cap
     d_o, l_o = other
-    if level < l_o:
-        return 0.0
-    if level == l_o:  # one level: the smaller demand first (the client listed first on a tie), up to half
-        if demand <= d_o:
-            return 0.0
-        d_o = min(d_o, 0.5)
-    c = min(cap, 1.0 - min(d_o, 1.0))
-    return mix.total / mix.piece(-1.0, 2.0, c) if c > 1e-12 else 0.0
+    if level < l_o or (level == l_o and demand <= d_o):  # first (the client listed first on a tie)
+        return -1.0
+    if level == l_o:  # the smaller demand took up to half the SMs
+        d_o = d_o if d_o < 0.5 else 0.5
+    return min(cap, 1.0 - min(d_o, 1.0))
+
+
+def member_share(mix: Mix, demand: float, cap: float, level: int, other: tuple[float, int] | None) -> float:
+    """1 / the mean stretch (duration-weighted) of a group's members under :func:`member_ceiling`: a
+    member of SM demand s runs max(1, s / ceiling) longer. 0 where the group is served first or its
+    ceiling is empty."""
+    c = member_ceiling(demand, cap, level, other)
+    return mix.share(c) if c > 1e-12 else 0.0
 
 
 class ClientState:
@@ -414,24 +426,36 @@ class DeviceSim:
         # member is held to its own ceiling (a full-GPU member under a cap, or beside a co-runner, is
         # slowed though the group's mean demand fits); otherwise the group's mean demand stands for them
         members = self._co_run and len(running) <= 2
+        pair = len(running) == 2
         f = rate
         for i, c in running:
             k = c.idx
             g = grants[i]
+            got = c.alloc / c.sm[k]
             mix = c.mix[k] if members else None
             if mix is not None:
-                other = None
-                for j, o in running:
-                    if j != i:
-                        go = grants[j]
-                        so = o.sm[o.idx]
-                        other = (go.cap if go.cap < so else so, go.level)
-                sk = c.sm[k]
-                got = member_share(mix, g.cap if g.cap < sk else sk, g.cap, g.level, other)
-                if got <= 0.0:
-                    got = c.alloc / c.sm[k]
-            else:
-                got = c.alloc / c.sm[k]
+                cap = g.cap
+                if pair:  # member_ceiling, inline: the co-runner's demand and level
+                    j, o = running[1] if running[0][0] == i else running[0]
+                    go = grants[j]
+                    so = o.sm[o.idx]
+                    d_o = go.cap if go.cap < so else so
+                    if g.level < go.level:
+                        ceiling = -1.0
+                    elif g.level == go.level:
+                        sk = c.sm[k]
+                        if (cap if cap < sk else sk) <= d_o:
+                            ceiling = -1.0
+                        else:
+                            left = 1.0 - (d_o if d_o < 0.5 else 0.5)
+                            ceiling = cap if cap < left else left
+                    else:
+                        left = 1.0 - (d_o if d_o < 1.0 else 1.0)
+                        ceiling = cap if cap < left else left
+                else:
+                    ceiling = cap
+                if 1e-12 < ceiling < mix.top:  # else no member is held back: the group's share above
+                    got = mix.share(ceiling)
             wait = 0.0  # mean wait of one of its later kernels for SMs that others' pending blocks took
             if pending and c.cnt[k] > 1.0:
                 level = g.level

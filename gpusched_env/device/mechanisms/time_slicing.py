@@ -51,6 +51,16 @@ def time_shares(busy: Sequence[float], slice_s: float, switch_s: float) -> list[
     hand-over when out of work: the cycle L = Σ turns + n·switch, turn_i = min(slice, busy_i·L).
     Contexts are saturated (turn = slice) from the busiest down until the rest fit their turns."""
     n = len(busy)
+    if n == 2:  # the loop below for two contexts (the same arithmetic)
+        u0, u1 = busy
+        big, small = (u0, u1) if u0 >= u1 else (u1, u0)
+        if big + small < 1.0 and big * (2 * switch_s) / (1.0 - big - small) <= slice_s:
+            return [u0, u1]
+        if small < 1.0 and small * (slice_s + 2 * switch_s) / (1.0 - small) <= slice_s:
+            f = slice_s / ((slice_s + 2 * switch_s) / (1.0 - small))
+            return [f, u1] if u0 >= u1 else [u0, f]
+        f = slice_s / (2 * slice_s + 2 * switch_s)
+        return [f, f]
     order = sorted(range(n), key=lambda i: -busy[i])
     length = 0.0
     sat = n
@@ -77,7 +87,7 @@ class TimeSlicing(BaseMechanism):
     def reset(self, clients: Sequence[ClientSpec], gpu: DeviceGpu) -> None:
         super().reset(clients, gpu)
         n = len(clients)
-        self.service = [c.is_service for c in clients]
+        self.services = [i for i, c in enumerate(clients) if c.is_service]
         self.seen = [-1.0] * n  # a service's request (its sequence start) already admitted
         self.wait_until = [-1.0] * n  # a request waiting for the active context's slice to end
         self.joining = [False] * n  # its next launch pays the switch
@@ -85,8 +95,9 @@ class TimeSlicing(BaseMechanism):
 
     def plan(self, t: float, clients: Sequence[ClientView]) -> tuple[list[Grant], float]:
         cfg, n = self.cfg, len(clients)
-        for i, c in enumerate(clients):
-            if not self.service[i] or c.phase < READY or c.seq_start == self.seen[i]:
+        for i in self.services:
+            c = clients[i]
+            if c.phase < READY or c.seq_start == self.seen[i]:
                 continue
             self.seen[i] = c.seq_start  # a new request: its queue was empty
             others = [j for j in range(n) if j != i and clients[j].phase >= READY and self.wait_until[j] < 0]
@@ -97,11 +108,14 @@ class TimeSlicing(BaseMechanism):
             elif others:  # several already take turns: join the round (its place in it: not modelled)
                 self.joining[i] = True
         wake = INF
-        for i, c in enumerate(clients):
+        for i in self.services:  # only a request waits
             w = self.wait_until[i]
-            if w >= 0 and (w <= t + 1e-15 or c.phase < READY):
+            if w < 0:
+                continue
+            c = clients[i]
+            if w <= t + 1e-15 or c.phase < READY:
                 self.wait_until[i], self.joining[i] = -1.0, c.phase >= READY
-            elif w >= 0 and w < wake:
+            elif w < wake:
                 wake = w
         active = [i for i, c in enumerate(clients) if c.phase >= READY and self.wait_until[i] < 0]
         if len(active) == 1:
