@@ -8,13 +8,17 @@ the share of the GPU's SMs its resident blocks fill; DRAM demand = memory intens
 peak bandwidth while it runs at full speed. Co-running kernels slow each other when the summed DRAM
 demand exceeds the peak (memory-bound part stretched by the oversubscription), when a kernel gets
 fewer SMs than it fills, and because each kernel of a group first waits for SMs that others' running
-blocks hold (:func:`rate`). A kernel group that takes SMs from others waits the mechanism's
-``launch_delay`` first (blocks finish or are preempted). Between events nothing changes, so time
-jumps from event to event.
+blocks hold (:func:`rate`). A group's members keep their own SM demands where the group is alone or
+served after one co-runner (:func:`member_share`: a full-GPU member under a cap or beside a co-runner
+is slowed though the group's mean demand fits). A kernel group that takes SMs from others waits the
+mechanism's ``launch_delay`` first (blocks finish or are preempted). Mechanisms whose clients take
+turns (``co_run = False``: time slicing) grant time shares instead; their kernels never wait for each
+other's blocks. Between events nothing changes, so time jumps from event to event.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,6 +44,62 @@ def _two_shares(di: float, dj: float, li: int, lj: int) -> tuple[float, float]:
     b = rest if rest < second else second
     return (b, a) if swap else (a, b)
 
+class Mix:
+    """A kernel group's member SM demands (sorted) with cumulative durations and SM-times, so the
+    members' mean stretch under an SM ceiling is read with a bisection (:meth:`piece`)."""
+
+    __slots__ = ("s", "cd", "cds", "total", "top", "memo")
+
+    def __init__(self, dur: np.ndarray, sm: np.ndarray) -> None:
+        order = np.argsort(sm, kind="stable")
+        d, s = dur[order], sm[order]
+        self.s = s.tolist()
+        self.cd = np.concatenate(([0.0], np.cumsum(d))).tolist()
+        self.cds = np.concatenate(([0.0], np.cumsum(d * s))).tolist()
+        self.total = self.cd[-1]
+        self.top = self.s[-1]  # the largest member demand: no member is held back by a ceiling above it
+        self.memo: dict[float, float] = {}
+
+    def share(self, c: float) -> float:
+        """1 / the members' mean stretch under the ceiling ``c`` (> 0), remembered per ceiling."""
+        got = self.memo.get(c)
+        if got is None:
+            got = self.memo[c] = self.total / self.piece(-1.0, 2.0, c)
+        return got
+
+    def piece(self, lo: float, hi: float, c: float) -> float:
+        """Σ over members with lo < s ≤ hi of duration × max(1, s / c): each member that fills more
+        than the c of the SMs it can hold runs s / c times longer."""
+        s = self.s
+        a, b = bisect_right(s, lo), bisect_right(s, hi)
+        m = bisect_right(s, c)
+        m = a if m < a else b if m > b else m
+        return (self.cd[m] - self.cd[a]) + (self.cds[b] - self.cds[m]) / c
+
+
+def member_ceiling(demand: float, cap: float, level: int, other: tuple[float, int] | None) -> float:
+    """The most SMs each member of a group may hold: alone, its cap; served after its one co-runner (a
+    higher level, or the larger demand on one level; ``demand`` = its group's min(mean SM demand,
+    cap), ``other`` = the co-runner's (demand, level)), min(cap, what the co-runner leaves). -1 where
+    the group is served first: its losses to the co-runner are the waits of :func:`rate`."""
+    if other is None:
+        return cap
+    d_o, l_o = other
+    if level < l_o or (level == l_o and demand <= d_o):  # first (the client listed first on a tie)
+        return -1.0
+    if level == l_o:  # the smaller demand took up to half the SMs
+        d_o = d_o if d_o < 0.5 else 0.5
+    return min(cap, 1.0 - min(d_o, 1.0))
+
+
+def member_share(mix: Mix, demand: float, cap: float, level: int, other: tuple[float, int] | None) -> float:
+    """1 / the mean stretch (duration-weighted) of a group's members under :func:`member_ceiling`: a
+    member of SM demand s runs max(1, s / ceiling) longer. 0 where the group is served first or its
+    ceiling is empty."""
+    c = member_ceiling(demand, cap, level, other)
+    return mix.share(c) if c > 1e-12 else 0.0
+
+
 class ClientState:
     """Mutable state of one client during a run (mechanisms read it as a ``ClientView``).
 
@@ -49,7 +109,7 @@ class ClientState:
 
     __slots__ = ("spec", "phase", "idx", "remaining", "alloc", "rate", "stall_until", "ready_at",
                  "seq_start", "req", "idle_since", "queued_at", "started", "stats", "n", "dur", "issue",
-                 "sm", "mem", "block", "cnt", "busy", "mb", "arr", "n_arr")
+                 "sm", "mem", "block", "cnt", "busy", "mb", "arr", "n_arr", "mix")
 
     def __init__(self, spec: ClientSpec) -> None:
         self.spec = spec
@@ -58,6 +118,7 @@ class ClientState:
         self.sm, self.mem, self.block = seq.sm.tolist(), seq.mem.tolist(), seq.block_s.tolist()
         self.cnt, self.busy = seq.count.tolist(), seq.busy.tolist()
         self.mb = [m * b for m, b in zip(self.mem, self.busy, strict=True)]  # mem * busy, as _rates multiplies them
+        self.mix: list[Mix | None] = [None if len(d) < 2 else Mix(d, s) for d, s in seq.members] or [None] * self.n
         self.arr: list[float] | None = (None if spec.arrivals is None
                                         else np.asarray(spec.arrivals, dtype=float).tolist())
         self.n_arr = 0 if self.arr is None else len(self.arr)
@@ -109,6 +170,8 @@ class DeviceSim:
         # the mechanism's launch hook, None where it is the default no-op (not called per event then)
         hook = mechanism.on_launch
         self._on_launch = None if getattr(hook, "__func__", None) is BaseMechanism.on_launch else hook
+        # clients that take turns (time slicing) never co-run: no waits for each other's blocks
+        self._co_run = bool(getattr(mechanism, "co_run", True))
         for c in self.clients:
             if c.spec.is_service:
                 self._next_request(c, 0.0)
@@ -355,12 +418,44 @@ class DeviceSim:
             share = c.alloc / c.sm[k]
             band += c.mb[k] * (share if share < 1.0 else 1.0)  # mb = mem * busy, the same product
         over = band if band > 1.0 else 1.0  # max(1, band)
-        # the co-runners with blocks pending (holding less than their demand)
-        pending = [(j, o) for j, o in running if o.alloc < o.sm[o.idx] - 1e-9] if len(running) > 1 else []
+        # the co-runners with blocks pending that could take freed SMs (holding less than their demand
+        # and their cap: blocks held back by the cap never win SMs)
+        pending = ([(j, o) for j, o in running if o.alloc < min(o.sm[o.idx], grants[j].cap) - 1e-9]
+                   if len(running) > 1 and self._co_run else [])
+        # a group's members fill the SMs unevenly: alone or served second (at most one co-runner), each
+        # member is held to its own ceiling (a full-GPU member under a cap, or beside a co-runner, is
+        # slowed though the group's mean demand fits); otherwise the group's mean demand stands for them
+        members = self._co_run and len(running) <= 2
+        pair = len(running) == 2
         f = rate
         for i, c in running:
             k = c.idx
             g = grants[i]
+            got = c.alloc / c.sm[k]
+            mix = c.mix[k] if members else None
+            if mix is not None:
+                cap = g.cap
+                if pair:  # member_ceiling, inline: the co-runner's demand and level
+                    j, o = running[1] if running[0][0] == i else running[0]
+                    go = grants[j]
+                    so = o.sm[o.idx]
+                    d_o = go.cap if go.cap < so else so
+                    if g.level < go.level:
+                        ceiling = -1.0
+                    elif g.level == go.level:
+                        sk = c.sm[k]
+                        if (cap if cap < sk else sk) <= d_o:
+                            ceiling = -1.0
+                        else:
+                            left = 1.0 - (d_o if d_o < 0.5 else 0.5)
+                            ceiling = cap if cap < left else left
+                    else:
+                        left = 1.0 - (d_o if d_o < 1.0 else 1.0)
+                        ceiling = cap if cap < left else left
+                else:
+                    ceiling = cap
+                if 1e-12 < ceiling < mix.top:  # else no member is held back: the group's share above
+                    got = mix.share(ceiling)
             wait = 0.0  # mean wait of one of its later kernels for SMs that others' pending blocks took
             if pending and c.cnt[k] > 1.0:
                 level = g.level
@@ -372,7 +467,7 @@ class DeviceSim:
                     # only those issued after a host gap (share 1 - busy) when c's level comes first
                     share = (1.0 - c.busy[k]) if level < grants[j].level else 1.0
                     wait += share * o.alloc * 0.5 * o.block[o.idx]
-            c.rate = f(c.alloc / c.sm[k], c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, g.slow)
+            c.rate = f(got, c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, g.slow)
 
 
 def rate(share: float, mem: float, busy: float, count: float, dur: float, over: float, wait: float,

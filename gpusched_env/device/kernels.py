@@ -25,6 +25,8 @@ class KernelSeq:
     issue_s: np.ndarray  # host launch time from the sequence start, non-decreasing, >= 0
     count: np.ndarray = field(default_factory=lambda: np.empty(0))  # kernels in the group (empty: 1 each)
     busy: np.ndarray = field(default_factory=lambda: np.empty(0))  # share of the span its kernels run, (0, 1] (empty: 1)
+    # per group, its member kernels' (durations, SM demands) (empty: each entry is one kernel, or not known)
+    members: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.dur_s)
@@ -37,6 +39,8 @@ class KernelSeq:
         for name in ("sm", "mem", "block_s", "issue_s", "count", "busy"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"kernel {name} must have one entry per kernel ({n})")
+        if self.members and len(self.members) != n:
+            raise ValueError(f"kernel members must be empty or have one entry per kernel group ({n})")
         _check(self.dur_s > 0, "dur_s", "(0, inf) seconds", self.dur_s)
         _check((self.sm > 0) & (self.sm <= 1), "sm", "(0, 1]", self.sm)
         _check((self.mem >= 0) & (self.mem <= 1), "mem", "[0, 1]", self.mem)
@@ -82,7 +86,7 @@ def group(seq: KernelSeq, min_group_s: float, bound_s: float) -> KernelSeq:
     span alone (first start to last end, host gaps inside included); its SM demand is the members'
     SM-time over that span, its memory intensity their time-weighted mean, its block the longest
     member block, its ``count`` the members' kernel count, its ``busy`` their summed time over the span,
-    and it is issued when its first member is.
+    its ``members`` their durations and SM demands, and it is issued when its first member is.
     """
     if min_group_s < 0 or bound_s <= 0:
         raise ValueError(f"grouping min_group_s must be >= 0 and bound_s > 0, got {min_group_s}, {bound_s}")
@@ -90,7 +94,10 @@ def group(seq: KernelSeq, min_group_s: float, bound_s: float) -> KernelSeq:
     starts = ends - seq.dur_s
     cuts = _group_cuts(starts, ends, seq.dur_s, min_group_s, bound_s)
     out: dict[str, list[float]] = {k: [] for k in ("dur", "sm", "mem", "block", "issue", "count", "busy")}
+    parts = seq.members or tuple((seq.dur_s[i:i + 1], seq.sm[i:i + 1]) for i in range(len(seq)))
+    members = []
     for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        members.append((np.concatenate([p[0] for p in parts[a:b]]), np.concatenate([p[1] for p in parts[a:b]])))
         d = seq.dur_s[a:b]
         span = float(ends[b - 1] - starts[a])
         out["dur"].append(span)
@@ -100,7 +107,9 @@ def group(seq: KernelSeq, min_group_s: float, bound_s: float) -> KernelSeq:
         out["issue"].append(float(seq.issue_s[a]))
         out["count"].append(float(seq.count[a:b].sum()))
         out["busy"].append(min(1.0, float((d * seq.busy[a:b]).sum()) / span))
-    return KernelSeq(*(np.array(out[k]) for k in ("dur", "sm", "mem", "block", "issue", "count", "busy")))
+    arr = {k: np.array(v) for k, v in out.items()}
+    return KernelSeq(arr["dur"], arr["sm"], arr["mem"], arr["block"], arr["issue"], arr["count"], arr["busy"],
+                     tuple(members))
 
 
 def _group_cuts(starts: np.ndarray, ends: np.ndarray, dur: np.ndarray, min_s: float, bound_s: float) -> list[int]:

@@ -76,6 +76,7 @@ class ClientView(Protocol):
     dur: list[float]  # spec.seq's arrays as lists (cheaper to index one entry): durations,
     sm: list[float]  # SM demands,
     block: list[float]  # block durations
+    busy: list[float]  # busy shares (a group's kernel time over its span alone)
     remaining: float  # alone-time left of the current kernel, seconds
     alloc: float  # SM share held now
     idle_since: float  # when it last had no kernel queued or running (-1 while it has one)
@@ -107,6 +108,7 @@ class BaseMechanism:
     mechanism that never changes them are built once per run (:meth:`grant`)."""
 
     name = "base"
+    co_run = True  # kernels of different clients share the GPU at once (False: they take turns)
 
     def reset(self, clients: Sequence[ClientSpec], gpu: DeviceGpu) -> None:
         self.clients = tuple(clients)
