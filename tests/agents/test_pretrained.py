@@ -14,7 +14,8 @@ from gpusched_env.config_util import ConfigError
 
 
 def test_an_unknown_name_lists_the_known_ones():
-    with pytest.raises(ConfigError, match=r"no shipped checkpoint 'nope'; known: pretrained:pal_philly, "
+    with pytest.raises(ConfigError, match=r"no shipped checkpoint 'nope'; known: pretrained:adaptra_14b, "
+                                          r"pretrained:eaco_cluster, pretrained:pal_philly, "
                                           r"pretrained:set_philly_dr, pretrained:tally_pairs \("):
         resolve("pretrained:nope")
     with pytest.raises(ConfigError, match="no shipped checkpoint"):
