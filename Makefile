@@ -61,7 +61,7 @@ fuzz: $(FUZZ_DEPS)
 
 # Retrain every shipped checkpoint (gpusched/agents/pretrained/manifest.json: each one's gpusched-train command, a
 # step budget and a seed) into runs/pretrained/NAME and print the largest weight difference to the shipped
-# file. 9-12 minutes on a 2-core machine at load average 5-10 (docs/AGENTS.md, *Shipped checkpoints*).
+# file. About 65 minutes on a 2-core machine at load average 5-8 (docs/AGENTS.md, *Shipped checkpoints*).
 agents: $(STAMP)
 	$(BIN)/python -m gpusched.agents.pretrained train --out runs/pretrained
 

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from gpusched.agents.adapter import read_meta
-from gpusched.agents.pretrained import HERE, manifest, resolve, same_weights
+from gpusched.agents.pretrained import CRITIC, HERE, manifest, resolve, same_weights
 from gpusched_env.config_util import ConfigError
 
 
 def test_an_unknown_name_lists_the_known_ones():
-    with pytest.raises(ConfigError, match=r"no shipped checkpoint 'nope'; known: pretrained:set_philly_dr, "
-                                          r"pretrained:tally_pairs"):
+    with pytest.raises(ConfigError, match=r"no shipped checkpoint 'nope'; known: pretrained:adaptra_14b, "
+                                          r"pretrained:eaco_cluster, pretrained:pal_philly, "
+                                          r"pretrained:set_philly_dr, pretrained:tally_pairs \("):
         resolve("pretrained:nope")
     with pytest.raises(ConfigError, match="no shipped checkpoint"):
         read_meta("pretrained:nope")  # the bench's and the service's way in
@@ -34,6 +35,65 @@ def test_each_checkpoint_is_what_its_manifest_says(name):
     assert f"total_timesteps={entry['steps']}" in entry["command"] and "max_train_minutes" not in entry["command"]
     assert entry["evaluation"]["command"] and entry["evaluation"]["table"]
     assert same_weights(path, path) == 0.0
+    if entry.get("actor_only"):  # shipped with its critic zeroed, the actor as trained
+        params = _params(path)
+        critic = [k for k in params if k.startswith(CRITIC)]
+        assert critic and all(float(params[k].abs().max()) == 0.0 for k in critic)
+        assert any(float(params[k].abs().max()) > 0 for k in params if k not in critic)
+
+
+def _params(path: str | Path) -> dict:
+    import io
+
+    import torch
+
+    with zipfile.ZipFile(path) as z:
+        return dict(torch.load(io.BytesIO(z.read("policy.pth")), weights_only=True))
+
+
+# A short window of each cluster scenario for the play test (the same cluster, fewer jobs): tracked jobs
+SHORT = {"synthetic_philly": ({"n_jobs": 40}, 40), "eaco_cluster": ({"limit": 60}, 60),
+         "pal_philly": ({}, 160)}  # pal_philly: one PAL workload as it is (160 tracked jobs)
+
+
+@pytest.mark.parametrize("name", sorted(manifest()))
+def test_each_checkpoint_plays_an_episode_on_its_scenario(name):
+    """Loaded by name as the bench loads it, each plays a (short) run of its own scenario to the end."""
+    from dataclasses import replace
+
+    import yaml
+
+    from gpusched.agents.level_agents import load_level_agent, run_level_agent
+    from gpusched_env.config_util import CONF_DIR
+    from gpusched_env.levels import level_of, load_level_scenario
+
+    entry = manifest()[name]
+    raw = yaml.safe_load((CONF_DIR / "scenario" / f"{entry['scenario']}.yaml").read_text())
+    if level_of(raw) == "cluster":
+        from gpusched.agents.adapter import load_agent_policy
+        from gpusched_env.cluster.build import simulate
+        from gpusched_env.data import DataMissing
+        from gpusched_env.metrics import compute_metrics
+        from gpusched_env.scenario import load_scenario
+
+        change, n_jobs = SHORT[entry["scenario"]]
+        scn = load_scenario(entry["scenario"])
+        scn = replace(scn, workload=replace(scn.workload, **change))
+        try:
+            _, res = simulate(scn, load_agent_policy(f"pretrained:{name}", scn, workload=0), 0, 0)
+        except DataMissing:
+            pytest.skip("trace absent")
+        m = compute_metrics(res)
+        assert m["jobs_finished"] == n_jobs and m["avg_jct_s"] > 0
+        return
+    level = level_of(raw)
+    scn = load_level_scenario(raw)[1]
+    agent = load_level_agent(f"pretrained:{name}", level, scn)
+    if level == "device":  # one pair for 0.2 simulated s instead of the scenario's duration
+        agent = replace(agent, env_kwargs={**agent.env_kwargs, "duration_s": 0.2})
+    metrics = run_level_agent(agent, scn, 0, 0).metrics
+    key = {"device": "hp_p99_ratio", "pipeline": "iteration_time_ms"}[level]
+    assert metrics[key] > 0
 
 
 def _copy_with(src: str, dst: Path, member: str, change: Callable[[bytes], bytes]) -> None:
@@ -44,22 +104,35 @@ def _copy_with(src: str, dst: Path, member: str, change: Callable[[bytes], bytes
             zout.writestr(item, change(data) if item.filename == member else data)
 
 
-def test_weight_comparison_sees_a_change(tmp_path):
+def _shift(key: str) -> Callable[[bytes], bytes]:
+    """A policy.pth changer: parameter ``key`` + 0.25."""
     import io
 
     import torch
 
     def shift(data: bytes) -> bytes:
         params = torch.load(io.BytesIO(data), weights_only=True)
-        key = sorted(params)[0]
         params[key] = params[key] + 0.25
         buf = io.BytesIO()
         torch.save(params, buf)
         return buf.getvalue()
 
+    return shift
+
+
+def test_weight_comparison_sees_a_change(tmp_path):
     src = resolve("pretrained:set_philly_dr")
-    _copy_with(src, tmp_path / "m.zip", "policy.pth", shift)
+    _copy_with(src, tmp_path / "m.zip", "policy.pth", _shift("features_extractor.done.bias"))
     assert same_weights(src, tmp_path / "m.zip") == pytest.approx(0.25)
+
+
+def test_the_actor_comparison_leaves_out_the_critic_only(tmp_path):
+    src = resolve("pretrained:pal_philly")
+    _copy_with(src, tmp_path / "critic.zip", "policy.pth", _shift("mlp_extractor.value_net.0.bias"))
+    _copy_with(src, tmp_path / "actor.zip", "policy.pth", _shift("mlp_extractor.policy_net.0.bias"))
+    assert same_weights(src, tmp_path / "critic.zip") == pytest.approx(0.25)
+    assert same_weights(src, tmp_path / "critic.zip", actor_only=True) == 0.0
+    assert same_weights(src, tmp_path / "actor.zip", actor_only=True) == pytest.approx(0.25)
 
 
 def test_the_bench_loads_a_device_checkpoint_by_name():

@@ -8,10 +8,13 @@ here and the evaluation it got (the command and its table). ``make agents`` retr
 
     python -m gpusched.agents.pretrained list
     python -m gpusched.agents.pretrained train [NAME ...] [--out runs/pretrained]   # what `make agents` runs
-    python -m gpusched.agents.pretrained ship RUN_DIR/model.zip NAME               # write gpusched/agents/pretrained/NAME.zip
+    python -m gpusched.agents.pretrained ship RUN_DIR/model.zip NAME [--actor-only]  # write gpusched/agents/pretrained/NAME.zip
 
 A shipped file holds the trained weights and the env arguments, not the optimizer's moments (a fresh
 optimizer state instead: the file is a third of the size; resuming training from it is not the run's).
+``ship --actor-only`` (manifest ``"actor_only": true``) also zeroes the critic (the value network: PPO's
+training signal, never used to play), for networks whose weights alone pass 1 MB; the weight comparisons
+of such an entry then cover the actor, every parameter that chooses an action.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "manifest.json"
 PREFIX = "pretrained:"
 KEYS = ("file", "scenario", "env_id", "agent", "command", "steps", "seed", "train_wall_s", "evaluation", "doc")
+# parameters that only estimate the value (Stable-Baselines3's actor-critic names: the flat MLP policy's
+# critic branch and head, the set policy's critic encoder); play never reads them
+CRITIC = ("mlp_extractor.value_net.", "value_net.", "vf_features_extractor.")
 
 
 def manifest() -> dict[str, dict[str, Any]]:
@@ -65,9 +71,9 @@ def resolve(path: str | Path) -> str:
     return str(file)
 
 
-def same_weights(a: str | Path, b: str | Path) -> float:
+def same_weights(a: str | Path, b: str | Path, actor_only: bool = False) -> float:
     """The largest absolute difference between the policy parameters of two model.zip files (inf when
-    their parameter names or shapes differ)."""
+    their parameter names or shapes differ); ``actor_only``: the critic's (:data:`CRITIC`) left out."""
     import io
     import zipfile
 
@@ -78,14 +84,16 @@ def same_weights(a: str | Path, b: str | Path) -> float:
             return dict(torch.load(io.BytesIO(z.read("policy.pth")), map_location="cpu", weights_only=True))
 
     pa, pb = params(a), params(b)
+    if actor_only:
+        pa, pb = ({k: v for k, v in p.items() if not k.startswith(CRITIC)} for p in (pa, pb))
     if pa.keys() != pb.keys() or any(pa[k].shape != pb[k].shape for k in pa):
         return float("inf")
     return max((float((pa[k] - pb[k]).abs().max()) for k in pa), default=0.0)
 
 
-def ship(src: str | Path, name: str) -> Path:
+def ship(src: str | Path, name: str, actor_only: bool = False) -> Path:
     """``src`` (a gpusched-train model.zip) as ``NAME.zip`` here: same weights and env arguments, a fresh
-    optimizer state, members compressed."""
+    optimizer state, members compressed; ``actor_only``: the critic's parameters set to 0."""
     import tempfile
     import zipfile
 
@@ -94,6 +102,13 @@ def ship(src: str | Path, name: str) -> Path:
     meta = read_meta(src)
     model = load_model(src, meta.get("algo"))
     pol = model.policy
+    if actor_only:
+        import torch
+
+        with torch.no_grad():
+            for key, param in pol.named_parameters():
+                if key.startswith(CRITIC):
+                    param.zero_()
     pol.optimizer = pol.optimizer_class(pol.parameters(), lr=pol.optimizer.param_groups[0]["lr"], **pol.optimizer_kwargs)
     dst = HERE / f"{name}.zip"
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,9 +142,11 @@ def train(names: list[str], out: Path) -> int:
         if rc != 0:
             print(f"[{name}] training failed (exit code {rc})", flush=True)
             return rc
-        diff = same_weights(run_dir / "model.zip", HERE / str(entry["file"]))
+        actor = bool(entry.get("actor_only", False))
+        diff = same_weights(run_dir / "model.zip", HERE / str(entry["file"]), actor)
         print(f"[{name}] trained in {time.perf_counter() - t0:.0f} s; largest weight difference to the shipped "
-              f"checkpoint: {diff:.3g}{' (the same weights)' if diff == 0 else ''}", flush=True)
+              f"checkpoint{' (actor)' if actor else ''}: {diff:.3g}{' (the same weights)' if diff == 0 else ''}",
+              flush=True)
     return 0
 
 
@@ -144,11 +161,14 @@ def main(argv: list[str] | None = None) -> None:
     s = sub.add_parser("ship", help="copy a trained model.zip here as NAME.zip (weights and env arguments)")
     s.add_argument("model")
     s.add_argument("name")
+    s.add_argument("--actor-only", action="store_true", help="zero the critic (not used to play) to fit 1 MB")
     a = ap.parse_args(argv)
     try:
         if a.cmd == "ship":
-            dst = ship(a.model, a.name)
-            print(f"wrote {dst} ({dst.stat().st_size:,} bytes; largest weight difference {same_weights(a.model, dst):.3g})")
+            dst = ship(a.model, a.name, a.actor_only)
+            diff = same_weights(a.model, dst, a.actor_only)
+            print(f"wrote {dst} ({dst.stat().st_size:,} bytes; largest weight difference"
+                  f"{' (actor)' if a.actor_only else ''} {diff:.3g})")
             return
         if a.cmd == "list":
             for name, e in sorted(manifest().items()):
