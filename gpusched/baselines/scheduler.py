@@ -46,15 +46,21 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
 from gpusched.baselines.ordering import Key, OrderKey
+from gpusched_env.allocation import Allocation
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.rounds import RoundClock
 from gpusched_env.types import Decision, Job, Migrate, Preempt, Start
 from gpusched_env.view import ClusterView
+
+PlaceBatch = Callable[[list[Job], PlacementContext, bool], list[GpuSet | None]]
+"""``place_batch(jobs, ctx, stop_at_none)`` of a placement that has one: ``place`` for each job in
+turn, each placed job's GPUs taken from ``ctx.free``; with ``stop_at_none`` the list ends at the
+first job that cannot be placed (included, as None)."""
 
 
 def _arrival(job: Job) -> tuple[float, int]:
@@ -243,6 +249,8 @@ class QueueScheduler:
         # deterministic placement, the jobs that lead the order as in the last round get the same GPUs
         self._replay_ok = not sticky and bool(getattr(placement, "deterministic", False))
         self._replay: tuple[bytes, list[tuple[int, GpuSet | None]]] | None = None
+        # a placement that places a whole sequence in one call (PAL's compiled placement)
+        self._batch: PlaceBatch | None = getattr(placement, "place_batch", None)
 
     # -- entry point -------------------------------------------------------------------------
     def decide(self, view: ClusterView) -> list[Decision]:
@@ -319,6 +327,33 @@ class QueueScheduler:
         self._replay = (sig, [])
         return last[1] if last is not None and last[0] == sig else None
 
+    def _place_each(
+        self, selected: list[Job], running: Mapping[int, Allocation], ctx: PlacementContext, view: ClusterView,
+        placed: dict[int, GpuSet],
+    ) -> None:
+        """Place the selected jobs one at a time (the running ones too unless sticky) into ``placed``."""
+        replay = self._replay_from(ctx, view)
+        record: list[tuple[int, GpuSet | None]] = []
+        for job in selected:
+            jid = job.job_id
+            if jid in running and self.sticky:
+                continue  # keeps its GPUs
+            i = len(record)
+            if replay is not None and i < len(replay) and replay[i][0] == jid:
+                gpus = replay[i][1]  # same job on the same free GPUs as last round: same GPUs
+            else:
+                replay = None
+                gpus = self.placement.place(job, ctx)
+            record.append((jid, gpus))
+            if gpus is None:
+                if self.head_of_line:
+                    break
+                continue
+            ctx.take(gpus)
+            placed[jid] = gpus
+        if self._replay is not None:
+            self._replay = (self._replay[0], record)
+
     def _round_decisions(self, view: ClusterView) -> list[Decision]:
         running = view.running
         up = np.asarray(view.up)
@@ -354,28 +389,13 @@ class QueueScheduler:
             ctx = PlacementContext(view, up)
 
         placed: dict[int, GpuSet] = {}
-        replay = self._replay_from(ctx, view)
-        record: list[tuple[int, GpuSet | None]] = []
-        for job in selected:
-            jid = job.job_id
-            if jid in running and self.sticky:
-                continue  # keeps its GPUs
-            i = len(record)
-            if replay is not None and i < len(replay) and replay[i][0] == jid:
-                gpus = replay[i][1]  # same job on the same free GPUs as last round: same GPUs
-            else:
-                replay = None
-                gpus = self.placement.place(job, ctx)
-            record.append((jid, gpus))
-            if gpus is None:
-                if self.head_of_line:
-                    break
-                continue
-            ctx.take(gpus)
-            placed[jid] = gpus
-
-        if self._replay is not None:
-            self._replay = (self._replay[0], record)
+        if self._batch is not None:
+            to_place = [j for j in selected if not (self.sticky and j.job_id in running)]
+            for job, gpus in zip(to_place, self._batch(to_place, ctx, self.head_of_line), strict=False):
+                if gpus is not None:
+                    placed[job.job_id] = gpus
+        else:
+            self._place_each(selected, running, ctx, view, placed)
         out: list[Decision] = [Preempt(jid) for jid in preempt]
         if not self.sticky:
             for jid in running:
