@@ -46,12 +46,11 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
 from gpusched.baselines.ordering import Key, OrderKey
-from gpusched_env.allocation import Allocation
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.rounds import RoundClock
 from gpusched_env.types import Decision, Job, Migrate, Preempt, Start
@@ -327,30 +326,46 @@ class QueueScheduler:
         self._replay = (sig, [])
         return last[1] if last is not None and last[0] == sig else None
 
-    def _place_each(
-        self, selected: list[Job], running: Mapping[int, Allocation], ctx: PlacementContext, view: ClusterView,
-        placed: dict[int, GpuSet],
+    def _place_all(
+        self, jobs: list[Job], ctx: PlacementContext, view: ClusterView, placed: dict[int, GpuSet]
     ) -> None:
-        """Place the selected jobs one at a time (the running ones too unless sticky) into ``placed``."""
+        """Place ``jobs`` in order on ``ctx`` into ``placed``; a job that cannot be placed stops the
+        rest (head-of-line) or is skipped. The leading jobs that repeat last round's sequence on the
+        same free GPUs get last round's GPUs; the others go to the placement, all in one call when
+        it has ``place_batch``."""
         replay = self._replay_from(ctx, view)
         record: list[tuple[int, GpuSet | None]] = []
-        for job in selected:
-            jid = job.job_id
-            if jid in running and self.sticky:
-                continue  # keeps its GPUs
-            i = len(record)
-            if replay is not None and i < len(replay) and replay[i][0] == jid:
-                gpus = replay[i][1]  # same job on the same free GPUs as last round: same GPUs
-            else:
-                replay = None
-                gpus = self.placement.place(job, ctx)
-            record.append((jid, gpus))
-            if gpus is None:
-                if self.head_of_line:
+        i = 0
+        if replay is not None:
+            for job, (jid, gpus) in zip(jobs, replay, strict=False):
+                if job.job_id != jid:
                     break
-                continue
-            ctx.take(gpus)
-            placed[jid] = gpus
+                record.append((jid, gpus))  # same job on the same free GPUs as last round: same GPUs
+                i += 1
+                if gpus is None:
+                    if self.head_of_line:
+                        break
+                    continue
+                ctx.take(gpus)
+                placed[jid] = gpus
+            if record and record[-1][1] is None and self.head_of_line:
+                i = len(jobs)  # stopped where last round stopped
+        rest = jobs[i:]
+        if self._batch is not None:
+            results = self._batch(rest, ctx, self.head_of_line)
+        else:
+            results = []
+            for job in rest:
+                gpus = self.placement.place(job, ctx)
+                results.append(gpus)
+                if gpus is not None:
+                    ctx.take(gpus)
+                elif self.head_of_line:
+                    break
+        for job, gpus in zip(rest, results, strict=False):
+            record.append((job.job_id, gpus))
+            if gpus is not None:
+                placed[job.job_id] = gpus
         if self._replay is not None:
             self._replay = (self._replay[0], record)
 
@@ -389,13 +404,8 @@ class QueueScheduler:
             ctx = PlacementContext(view, up)
 
         placed: dict[int, GpuSet] = {}
-        if self._batch is not None:
-            to_place = [j for j in selected if not (self.sticky and j.job_id in running)]
-            for job, gpus in zip(to_place, self._batch(to_place, ctx, self.head_of_line), strict=False):
-                if gpus is not None:
-                    placed[job.job_id] = gpus
-        else:
-            self._place_each(selected, running, ctx, view, placed)
+        to_place = [j for j in selected if j.job_id not in running] if self.sticky else selected
+        self._place_all(to_place, ctx, view, placed)  # selected running jobs of a sticky round keep their GPUs
         out: list[Decision] = [Preempt(jid) for jid in preempt]
         if not self.sticky:
             for jid in running:
