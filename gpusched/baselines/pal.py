@@ -56,7 +56,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpusched.baselines.ordering import FifoOrder
-from gpusched.baselines.pal_kernel import pal_place_k, place_batch
 from gpusched.baselines.placement import MEMO_MAX, PMFirstPlacement, pm_first_gpus
 from gpusched.baselines.scheduler import QueueScheduler
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
@@ -259,6 +258,8 @@ class PALPlacement:
         a = self._kernel_arrays(factors, ctx)
         c, n = job.class_index, job.num_gpus
         out = np.empty(n, dtype=np.int64)
+        from gpusched.baselines.pal_kernel import pal_place_k  # numba: loaded by the first placement
+
         got = pal_place_k(
             a.levels_t[c], a.order_level[c, : a.order_len[c]], a.order_within[c, : a.order_len[c]],
             int(a.n_levels[c]), n, eligible, a.gpu_node, a.n_nodes, a.max_per_node, out,
@@ -296,6 +297,8 @@ class PALPlacement:
         mask_arr = np.stack(masks) if masks else np.ones((1, ctx.free.size), dtype=bool)
         out = np.empty(int(job_n.sum()), dtype=np.int64)
         out_len = np.empty(k, dtype=np.int64)
+        from gpusched.baselines.pal_kernel import place_batch
+
         done = place_batch(
             a.levels_t, a.order_level, a.order_within, a.order_len, a.n_levels, job_class, job_n, job_mask,
             mask_arr, ctx.free, a.gpu_node, a.n_nodes, a.max_per_node, stop_at_none, out, out_len,
