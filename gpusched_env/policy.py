@@ -5,6 +5,9 @@ A policy never imports a backend and a backend never imports a policy; :func:`ru
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 from gpusched_env.types import Decision
@@ -42,10 +45,33 @@ class Backend(Protocol):
         """Validate and carry out a batch of decisions (raises InvalidDecision)."""
 
 
+RUN_GC_GEN0 = 50_000
+"""choice: allocations between the garbage collector's youngest passes during a run (Python's
+default is 700); measured on PAL over 20,000 Philly jobs: collector time 2.7-4.1 s -> 0.4-0.6 s."""
+
+
+@contextmanager
+def quiet_gc(gen0: int = RUN_GC_GEN0) -> Iterator[None]:
+    """Fewer garbage-collector passes while a run allocates: the objects alive at the start (trace,
+    jobs, imported modules) are frozen out of the collector's scans and its youngest generation
+    is collected every ``gen0`` allocations. A run makes almost no reference cycles (its events,
+    views and decisions are freed by reference counting), so this changes nothing but time; the
+    settings are restored at the end."""
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(gen0, old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
 def run_policy(backend: Backend, policy: Policy) -> None:
-    """Drive ``backend`` with ``policy`` until the run ends."""
-    backend.start(policy.round_s, policy.events)
-    while backend.advance():
-        decisions = policy.decide(backend.view())
-        if decisions:
-            backend.apply(decisions)
+    """Drive ``backend`` with ``policy`` until the run ends (with :func:`quiet_gc`)."""
+    with quiet_gc():
+        backend.start(policy.round_s, policy.events)
+        while backend.advance():
+            decisions = policy.decide(backend.view())
+            if decisions:
+                backend.apply(decisions)

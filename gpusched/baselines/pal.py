@@ -59,6 +59,7 @@ from gpusched.baselines.ordering import FifoOrder
 from gpusched.baselines.placement import MEMO_MAX, PMFirstPlacement, pm_first_gpus
 from gpusched.baselines.scheduler import QueueScheduler
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
+from gpusched_env.topology import Topology
 from gpusched_env.types import PERF_CLASSES, Job
 from gpusched_env.view import ClusterView
 
@@ -218,11 +219,14 @@ class _FactorSource:
 class PALPlacement:
     """PAL's locality x variability placement (module docstring).
 
-    A placement is a pure function of the job's class and GPU count, its eligible GPUs and the
-    clustered factors; the last :data:`gpusched.baselines.placement.MEMO_MAX` results are remembered by
-    (class, count, eligible mask) for the current factors and topology. A non-sticky round places
-    a long prefix again from the same free GPUs, so the same inputs recur (about a third of the
-    calls on the Philly trace)."""
+    :meth:`reference_place` states the rule in numpy; :meth:`place` and :meth:`place_batch` run the
+    compiled transcription of it (:mod:`gpusched.baselines.pal_kernel`, integer levels only, so the
+    same GPUs). A placement is a pure function of the job's class and GPU count, its eligible GPUs
+    and the clustered factors; :meth:`place` remembers the last
+    :data:`gpusched.baselines.placement.MEMO_MAX` results by (class, count, eligible mask) for the
+    current factors and topology. A non-sticky round places a long prefix again from the same free
+    GPUs, so the same inputs recur (about a third of the calls on the Philly trace);
+    :meth:`place_batch` places a round's whole sequence in one compiled call instead."""
 
     deterministic = True
 
@@ -230,6 +234,14 @@ class PALPlacement:
         self.source = source
         self._memo: dict[tuple[int, int, bytes], GpuSet | None] = {}
         self._memo_of: tuple[object, object] | None = None  # (factors, topology) of the memo
+        self._arrays: _KernelArrays | None = None
+
+    def _kernel_arrays(self, factors: ClusterFactors, ctx: PlacementContext) -> _KernelArrays:
+        a = self._arrays
+        topo = ctx.view.topology
+        if a is None or a.factors is not factors or a.topology is not topo:
+            a = self._arrays = _KernelArrays.of(factors, topo)
+        return a
 
     def place(self, job: Job, ctx: PlacementContext) -> GpuSet | None:
         factors = self.source.factors(ctx.view)
@@ -243,14 +255,66 @@ class PALPlacement:
         key = (job.class_index, job.num_gpus, eligible.tobytes())
         if key in memo:
             return memo[key]
-        gpus = self._place(factors.classes[job.class_index], job.num_gpus, eligible, ctx)
+        a = self._kernel_arrays(factors, ctx)
+        c, n = job.class_index, job.num_gpus
+        out = np.empty(n, dtype=np.int64)
+        from gpusched.baselines.pal_kernel import pal_place_k  # numba: loaded by the first placement
+
+        got = pal_place_k(
+            a.levels_t[c], a.order_level[c, : a.order_len[c]], a.order_within[c, : a.order_len[c]],
+            int(a.n_levels[c]), n, eligible, a.gpu_node, a.n_nodes, a.max_per_node, out,
+        )
+        gpus = None if got < 0 else tuple(out.tolist())
         if len(memo) >= MEMO_MAX:
             memo.clear()
         memo[key] = gpus
         return gpus
 
+    def place_batch(self, jobs: list[Job], ctx: PlacementContext, stop_at_none: bool) -> list[GpuSet | None]:
+        """:meth:`place` for each job in turn, each placed job's GPUs taken from ``ctx.free``; with
+        ``stop_at_none`` the list ends at the first job that cannot be placed (included, as None)."""
+        if not jobs:
+            return []
+        factors = self.source.factors(ctx.view)
+        a = self._kernel_arrays(factors, ctx)
+        k = len(jobs)
+        job_class = np.empty(k, dtype=np.int64)
+        job_n = np.empty(k, dtype=np.int64)
+        job_mask = np.full(k, -1, dtype=np.int64)
+        masks: list[np.ndarray] = []
+        mask_of: dict[bytes, int] = {}
+        for i, job in enumerate(jobs):
+            job_class[i] = job.class_index
+            job_n[i] = job.num_gpus
+            m = ctx.static_mask(job)
+            if m is not None:
+                b = m.tobytes()
+                mi = mask_of.get(b)
+                if mi is None:
+                    mi = mask_of[b] = len(masks)
+                    masks.append(m)
+                job_mask[i] = mi
+        mask_arr = np.stack(masks) if masks else np.ones((1, ctx.free.size), dtype=bool)
+        out = np.empty(int(job_n.sum()), dtype=np.int64)
+        out_len = np.empty(k, dtype=np.int64)
+        from gpusched.baselines.pal_kernel import place_batch
+
+        done = place_batch(
+            a.levels_t, a.order_level, a.order_within, a.order_len, a.n_levels, job_class, job_n, job_mask,
+            mask_arr, ctx.free, a.gpu_node, a.n_nodes, a.max_per_node, stop_at_none, out, out_len,
+        )
+        flat = out.tolist()
+        result: list[GpuSet | None] = []
+        start = 0
+        for i in range(done):
+            n = int(job_n[i])
+            result.append(tuple(flat[start : start + n]) if out_len[i] >= 0 else None)
+            start += n
+        return result
+
     @staticmethod
-    def _place(cf: ClassFactors, n: int, eligible: np.ndarray, ctx: PlacementContext) -> GpuSet | None:
+    def reference_place(cf: ClassFactors, n: int, eligible: np.ndarray, ctx: PlacementContext) -> GpuSet | None:
+        """The placement of one job in numpy (the definition the compiled kernel transcribes)."""
         cand = np.flatnonzero(eligible)
         if cand.size < n:
             return None
@@ -273,11 +337,47 @@ class PALPlacement:
         return None
 
 
+@dataclass(frozen=True)
+class _KernelArrays:
+    """The clustered factors and node layout as the compiled placement takes them."""
+
+    factors: ClusterFactors
+    topology: Topology
+    levels_t: np.ndarray  # (4, n_gpus) int64: level of each GPU per class
+    order_level: np.ndarray  # (4, max entries) int64: the L x V order's levels per class
+    order_within: np.ndarray  # (4, max entries) bool
+    order_len: np.ndarray  # (4,) int64: entries per class
+    n_levels: np.ndarray  # (4,) int64
+    gpu_node: np.ndarray  # (n_gpus,) int64
+    n_nodes: int
+    max_per_node: int
+
+    @classmethod
+    def of(cls, factors: ClusterFactors, topo: Topology) -> _KernelArrays:
+        classes = factors.classes
+        width = max(len(cf.lv_order) for cf in classes)
+        order_level = np.zeros((len(classes), width), dtype=np.int64)
+        order_within = np.zeros((len(classes), width), dtype=bool)
+        for c, cf in enumerate(classes):
+            for i, e in enumerate(cf.lv_order):
+                order_level[c, i] = e.level
+                order_within[c, i] = e.within
+        return cls(
+            factors, topo,
+            np.ascontiguousarray(np.stack([cf.level for cf in classes]), dtype=np.int64),
+            order_level, order_within,
+            np.array([len(cf.lv_order) for cf in classes], dtype=np.int64),
+            np.array([cf.values.size for cf in classes], dtype=np.int64),
+            np.ascontiguousarray(topo.gpu_node, dtype=np.int64),
+            int(topo.node_first_gpu.size - 1), int(topo.max_gpus_per_node),
+        )
+
+
 def _best_within_node(cand: np.ndarray, lv: np.ndarray, nodes: np.ndarray, cum: np.ndarray, cap: int, n: int) -> GpuSet:
     """Among the candidates of level <= ``cap`` (some node holds n of them): the node whose
     candidates hold n with the smallest max level (ties: more such candidates, then the lower node
     id), and its n lowest-id GPUs of level <= that max. ``lv``, ``nodes``: level and node of each
-    candidate; ``cum`` as in :meth:`PALPlacement._place`."""
+    candidate; ``cum`` as in :meth:`PALPlacement.reference_place`."""
     counts = cum[:, cap]
     ok = np.flatnonzero(counts >= n)
     worst = np.argmax(cum[ok] >= n, axis=1)  # min over N-subsets of the max level, per node

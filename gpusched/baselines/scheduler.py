@@ -56,6 +56,11 @@ from gpusched_env.rounds import RoundClock
 from gpusched_env.types import Decision, Job, Migrate, Preempt, Start
 from gpusched_env.view import ClusterView
 
+PlaceBatch = Callable[[list[Job], PlacementContext, bool], list[GpuSet | None]]
+"""``place_batch(jobs, ctx, stop_at_none)`` of a placement that has one: ``place`` for each job in
+turn, each placed job's GPUs taken from ``ctx.free``; with ``stop_at_none`` the list ends at the
+first job that cannot be placed (included, as None)."""
+
 
 def _arrival(job: Job) -> tuple[float, int]:
     return (job.arrival_s, job.job_id)
@@ -243,6 +248,8 @@ class QueueScheduler:
         # deterministic placement, the jobs that lead the order as in the last round get the same GPUs
         self._replay_ok = not sticky and bool(getattr(placement, "deterministic", False))
         self._replay: tuple[bytes, list[tuple[int, GpuSet | None]]] | None = None
+        # a placement that places a whole sequence in one call (PAL's compiled placement)
+        self._batch: PlaceBatch | None = getattr(placement, "place_batch", None)
 
     # -- entry point -------------------------------------------------------------------------
     def decide(self, view: ClusterView) -> list[Decision]:
@@ -319,6 +326,49 @@ class QueueScheduler:
         self._replay = (sig, [])
         return last[1] if last is not None and last[0] == sig else None
 
+    def _place_all(
+        self, jobs: list[Job], ctx: PlacementContext, view: ClusterView, placed: dict[int, GpuSet]
+    ) -> None:
+        """Place ``jobs`` in order on ``ctx`` into ``placed``; a job that cannot be placed stops the
+        rest (head-of-line) or is skipped. The leading jobs that repeat last round's sequence on the
+        same free GPUs get last round's GPUs; the others go to the placement, all in one call when
+        it has ``place_batch``."""
+        replay = self._replay_from(ctx, view)
+        record: list[tuple[int, GpuSet | None]] = []
+        i = 0
+        if replay is not None:
+            for job, (jid, gpus) in zip(jobs, replay, strict=False):
+                if job.job_id != jid:
+                    break
+                record.append((jid, gpus))  # same job on the same free GPUs as last round: same GPUs
+                i += 1
+                if gpus is None:
+                    if self.head_of_line:
+                        break
+                    continue
+                ctx.take(gpus)
+                placed[jid] = gpus
+            if record and record[-1][1] is None and self.head_of_line:
+                i = len(jobs)  # stopped where last round stopped
+        rest = jobs[i:]
+        if self._batch is not None:
+            results = self._batch(rest, ctx, self.head_of_line)
+        else:
+            results = []
+            for job in rest:
+                gpus = self.placement.place(job, ctx)
+                results.append(gpus)
+                if gpus is not None:
+                    ctx.take(gpus)
+                elif self.head_of_line:
+                    break
+        for job, gpus in zip(rest, results, strict=False):
+            record.append((job.job_id, gpus))
+            if gpus is not None:
+                placed[job.job_id] = gpus
+        if self._replay is not None:
+            self._replay = (self._replay[0], record)
+
     def _round_decisions(self, view: ClusterView) -> list[Decision]:
         running = view.running
         up = np.asarray(view.up)
@@ -354,28 +404,8 @@ class QueueScheduler:
             ctx = PlacementContext(view, up)
 
         placed: dict[int, GpuSet] = {}
-        replay = self._replay_from(ctx, view)
-        record: list[tuple[int, GpuSet | None]] = []
-        for job in selected:
-            jid = job.job_id
-            if jid in running and self.sticky:
-                continue  # keeps its GPUs
-            i = len(record)
-            if replay is not None and i < len(replay) and replay[i][0] == jid:
-                gpus = replay[i][1]  # same job on the same free GPUs as last round: same GPUs
-            else:
-                replay = None
-                gpus = self.placement.place(job, ctx)
-            record.append((jid, gpus))
-            if gpus is None:
-                if self.head_of_line:
-                    break
-                continue
-            ctx.take(gpus)
-            placed[jid] = gpus
-
-        if self._replay is not None:
-            self._replay = (self._replay[0], record)
+        to_place = [j for j in selected if j.job_id not in running] if self.sticky else selected
+        self._place_all(to_place, ctx, view, placed)  # selected running jobs of a sticky round keep their GPUs
         out: list[Decision] = [Preempt(jid) for jid in preempt]
         if not self.sticky:
             for jid in running:

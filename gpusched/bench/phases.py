@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from gpusched_env.policy import Backend, Policy
+from gpusched_env.policy import Backend, Policy, quiet_gc
 
 PHASES = ("policy", "view", "allocation", "events")
 
@@ -48,7 +48,12 @@ class PhaseTimes:
 
 
 def run_timed(backend: Backend, policy: Policy) -> PhaseTimes:
-    """:func:`gpusched_env.policy.run_policy` with each phase timed."""
+    """:func:`gpusched_env.policy.run_policy` with each phase timed (under the same :func:`quiet_gc`)."""
+    with quiet_gc():
+        return _run_timed(backend, policy)
+
+
+def _run_timed(backend: Backend, policy: Policy) -> PhaseTimes:
     clock = time.process_time  # CPU seconds: steadier than wall time on a shared machine
     out = PhaseTimes()
     s = out.seconds

@@ -63,6 +63,20 @@ class _Run:
     util: float = 1.0  # the job's utilisation of a GPU it has alone, in [0, 1]
 
 
+class _Due(simpy.Timeout):
+    """A running job's completion event, armed for its speed at the time (stale when the job's
+    ``_Run`` was replaced or re-armed since: ``version`` no longer matches). Its fields live on the
+    event and its one callback is shared, so an armed event is few objects for the garbage
+    collector (a non-sticky policy leaves many stale events in the queue)."""
+
+    __slots__ = ("jid", "run", "version")
+
+    def __init__(self, env: simpy.Environment, delay: float, jid: int, run: _Run, callback: Callable[[_Due], None]) -> None:
+        self.jid, self.run, self.version = jid, run, run.version
+        super().__init__(env, delay)
+        self.callbacks.append(callback)  # type: ignore[union-attr,arg-type]
+
+
 class Simulator:
     """SimPy cluster simulator implementing :class:`gpusched_env.policy.Backend`.
 
@@ -124,6 +138,7 @@ class Simulator:
         self.watch: Watch | None = None  # limits and progress of the run (gpusched_env.cluster.watch)
         self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._stragglers: Stragglers | None = None
+        self._on_due: Callable[[_Due], None] = self._due  # one bound method for every completion event
 
     # -- set-up ------------------------------------------------------------------------------
     def _check_jobs(self) -> None:
@@ -378,10 +393,12 @@ class Simulator:
 
     def _arm(self, jid: int, run: _Run, delay: float) -> None:
         run.armed_at = self.env.now + delay
-        version = run.version
-        self.env.timeout(delay).callbacks.append(lambda _e: self._complete(jid, run, version))
+        _Due(self.env, delay, jid, run, self._on_due)
 
     # -- events ------------------------------------------------------------------------------
+    def _due(self, ev: _Due) -> None:
+        self._complete(ev.jid, ev.run, ev.version)
+
     def _complete(self, jid: int, run: _Run, version: int) -> None:
         if run.version != version or self.runs.get(jid) is not run:
             return
