@@ -889,7 +889,8 @@ Key options (key=value; every default is in conf/train.yaml; --cfg job prints th
                         episodes, mean episode reward, elapsed, time left)
   env.KEY=V             the env's arguments (conf/env/ENV.yaml), e.g. env.workloads=[0,1]
   mix=NAME              each training episode on a variant of the scenario drawn from the run's seed
-                        (conf/mix/NAME.yaml: variants, grids, held-out variants; default none)
+                        (conf/mix/NAME.yaml: variants, grids, held-out variants; default none); the BC
+                        warm start, evaluation and selection then run on its training variants
   agent.params.KEY=V    the algorithm's arguments (conf/agent/AGENT.yaml), e.g. agent.params.learning_rate=3e-4
   bc.teacher=H          behaviour-clone heuristic H before RL (Cluster-v0/v1 envs), one of
 {teachers}
