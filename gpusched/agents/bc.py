@@ -7,7 +7,8 @@ stable-baselines3 2.2), so this is a short loop:
    at each, the teacher's ``decide(view)`` batch is mapped to actions with
    :meth:`~gpusched_env.envs.observe.DecisionBuilder.action_for` (its starts, in order, each as
    the slot of the job and the placement option that gives the same GPUs; the first valid option if
-   none does), then "done". Preemptions and migrations have no action and are dropped; a start of a
+   none does), then "done" (with ``tokens=True`` as the token env's actions, :func:`token_action`; the
+   observations are then dicts of arrays, stacked per key). Preemptions and migrations have no action and are dropped; a start of a
    job outside the queue window ends the batch. The env is stepped with those actions, so the
    data are on the teacher's state distribution. :func:`collect_v1` does the same on
    ``gpusched/Cluster-v1``, where preemptions and migrations are actions too
@@ -16,6 +17,8 @@ stable-baselines3 2.2), so this is a short loop:
    teacher is replayed exactly; a batch with a decision outside the window is mapped with the first
    valid option, and where that fails too the point ends with "done" (the teacher's state and the
    env's then part).
+   :func:`collect_mix` collects across a training mix's variants (round-robin over them, each
+   variant's episodes drawn from its own child of the run's SeedSequence).
    :func:`dagger_v1` adds DAgger rounds: the clone drives the episodes and the teacher labels the
    states it reaches (where its batch is defined), so the clone learns to recover from its own
    mistakes; the data are pooled and the clone refitted after each round.
@@ -45,37 +48,92 @@ def collect(env: ClusterEnv, make_teacher: Any, episodes: int, seed: int) -> dic
 
     ``make_teacher(run_seed)`` builds a fresh teacher policy per episode.
     """
-    obs_l: list[np.ndarray] = []
-    mask_l: list[np.ndarray] = []
-    act_l: list[int] = []
+    rec: dict[str, list[Any]] = {"obs": [], "mask": [], "action": []}
     for ep in range(episodes):
         obs, info = env.reset(seed=seed + ep)
-        teacher = make_teacher(env.run_seed)
-        over = False
-        point = -1
-        starts: list[Start] = []
-        while not over:
-            b = env.builder
-            assert b is not None
-            if env.decision_points != point:  # a new decision point: ask the teacher once
-                point = env.decision_points
-                starts = [d for d in teacher.decide(env.view()) if isinstance(d, Start)]
-            a = b.done_action
-            while starts:
-                d = starts.pop(0)
-                found = b.action_for(d.job_id, d.gpus)
-                if found is None:  # outside the window: the batch ends here
-                    starts.clear()
-                    break
-                a = found
+        _teacher_episode(env, obs, info, make_teacher(env.run_seed), rec)
+    return _stack(rec)
+
+
+def token_action(env: ClusterEnv, a: int) -> int:
+    """A window action of ``env``'s decision builder (``k x P + 1``) as the env's own action: the same
+    index for a flat env; for a token env (``tokens=True``) "done" moves to the last token action
+    (:func:`gpusched_env.envs.tokens.window_action` inverted)."""
+    if not env.tokens:
+        return a
+    n_opts = len(env.option_set)
+    return env.max_queue * n_opts if a >= env.k * n_opts else a
+
+
+def _teacher_episode(env: ClusterEnv, obs: Any, info: dict[str, Any], teacher: Any, rec: dict[str, list[Any]]) -> None:
+    """Play one Cluster-v0 episode (already reset to ``obs``, ``info``) with ``teacher``'s starts as
+    actions (module docstring), appending every step's (obs, mask, action) to ``rec``."""
+    over = False
+    point = -1
+    starts: list[Start] = []
+    while not over:
+        b = env.builder
+        assert b is not None
+        if env.decision_points != point:  # a new decision point: ask the teacher once
+            point = env.decision_points
+            starts = [d for d in teacher.decide(env.view()) if isinstance(d, Start)]
+        a = b.done_action
+        while starts:
+            d = starts.pop(0)
+            found = b.action_for(d.job_id, d.gpus)
+            if found is None:  # outside the window: the batch ends here
+                starts.clear()
                 break
-            obs_l.append(obs)
-            mask_l.append(np.array(info["action_mask"], dtype=bool))
-            act_l.append(a)
-            obs, _, term, trunc, info = env.step(a)
-            over = term or trunc
-    return {"obs": np.asarray(obs_l, dtype=np.float32), "mask": np.asarray(mask_l, dtype=bool),
-            "action": np.asarray(act_l, dtype=np.int64)}
+            a = found
+            break
+        a = token_action(env, a)
+        rec["obs"].append(obs)
+        rec["mask"].append(np.array(info["action_mask"], dtype=bool))
+        rec["action"].append(a)
+        obs, _, term, trunc, info = env.step(a)
+        over = term or trunc
+
+
+def _stack(rec: dict[str, list[Any]]) -> dict[str, Any]:
+    """Recorded steps as arrays; a token observation (a dict of arrays) as a dict of stacked arrays."""
+    obs: Any
+    if rec["obs"] and isinstance(rec["obs"][0], dict):
+        obs = {k: np.asarray([o[k] for o in rec["obs"]], dtype=np.float32) for k in rec["obs"][0]}
+    else:
+        obs = np.asarray(rec["obs"], dtype=np.float32)
+    return {"obs": obs, "mask": np.asarray(rec["mask"], dtype=bool), "action": np.asarray(rec["action"], dtype=np.int64)}
+
+
+def collect_mix(envs: list[tuple[str, Any, Any]], make_teacher: Any, episodes: int,
+                seed_seq: np.random.SeedSequence) -> dict[str, Any]:
+    """:func:`collect` (or :func:`collect_v1`) across a training mix's variants: ``envs`` holds
+    (name, scenario, env) per variant (one observation and action space; Cluster-v0, token or flat,
+    or Cluster-v1), ``make_teacher(scenario, run_seed)`` the teacher of an episode (with its
+    variant's scenario).
+
+    Episode ``e`` runs on variant ``e mod V`` (round-robin, so ``episodes`` >= V covers every variant
+    and a multiple of V covers them evenly); each variant's env draws its workloads and run seeds
+    from its own child of ``seed_seq``, seeded at its first episode
+    (:class:`gpusched.agents.scenario_mix.MixEnv` with ``cycle=True``). The data add ``variant`` (the
+    variant index of every sample) and ``variant_names``."""
+    from gpusched.agents.scenario_mix import MixEnv
+
+    mix = MixEnv([(name, env) for name, _, env in envs], seed_seq, cycle=True)
+    rec: dict[str, list[Any]] = {"obs": [], "mask": [], "action": []}
+    variant: list[int] = []
+    for _ in range(episodes):
+        obs, info = mix.reset()
+        i = mix.current
+        env, scn = envs[i][2], envs[i][1]
+        before = len(rec["action"])
+        if isinstance(env, ClusterV1Env):
+            play_v1(env, make_teacher(scn, env.run_seed), env.workload_index, env.run_seed, record=rec)
+        else:
+            _teacher_episode(env, obs, info, make_teacher(scn, env.run_seed), rec)
+        variant += [i] * (len(rec["action"]) - before)
+    v1 = isinstance(envs[0][2], ClusterV1Env)
+    data = _arrays(rec, envs[0][2]) if v1 else _stack(rec)
+    return {**data, "variant": np.asarray(variant, dtype=np.int64), "variant_names": [n for n, _, _ in envs]}
 
 
 def decide_at(policy: Policy, view: ClusterView, is_round: bool) -> list[Decision]:
@@ -195,7 +253,7 @@ def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int
           seed: int, masked: bool) -> list[float]:
     """Fit ``policy`` to the data by cross-entropy; returns the mean loss per epoch."""
     gen = torch.Generator().manual_seed(seed)
-    obs = torch.as_tensor(data["obs"])
+    obs = _tensor(data["obs"])
     act = torch.as_tensor(data["action"])
     mask = data["mask"]
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
@@ -208,9 +266,9 @@ def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int
         for i in range(0, n, batch_size):
             idx = perm[i : i + batch_size]
             if masked:
-                _, logp, _ = policy.evaluate_actions(obs[idx], act[idx], action_masks=mask[idx.numpy()])
+                _, logp, _ = policy.evaluate_actions(_rows(obs, idx), act[idx], action_masks=mask[idx.numpy()])
             else:
-                _, logp, _ = policy.evaluate_actions(obs[idx], act[idx])
+                _, logp, _ = policy.evaluate_actions(_rows(obs, idx), act[idx])
             loss = -logp.mean()
             opt.zero_grad()
             loss.backward()
@@ -226,13 +284,22 @@ def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int
 def accuracy(policy: Any, data: dict[str, np.ndarray], masked: bool) -> float:
     """Share of the data's actions that the policy's deterministic choice reproduces."""
     with torch.no_grad():
-        obs = torch.as_tensor(data["obs"])
+        obs = _tensor(data["obs"])
         if masked:
             dist = policy.get_distribution(obs, action_masks=data["mask"])
         else:
             dist = policy.get_distribution(obs)
         pred = dist.get_actions(deterministic=True).numpy()
     return float(np.mean(pred == data["action"]))
+
+
+def _tensor(obs: Any) -> Any:
+    """Observations as a tensor, or a dict of tensors (token observations)."""
+    return {k: torch.as_tensor(v) for k, v in obs.items()} if isinstance(obs, dict) else torch.as_tensor(obs)
+
+
+def _rows(obs: Any, idx: torch.Tensor) -> Any:
+    return {k: v[idx] for k, v in obs.items()} if isinstance(obs, dict) else obs[idx]
 
 
 def make_teacher(name: str, scn: Any, run_seed: int) -> Any:

@@ -14,6 +14,10 @@ action space differs from the first's is named at once: a flat model needs one n
 network, ``agent=maskable_ppo_set``, reads any). ``reset`` draws the episode's variant; each inner env is
 seeded at its first reset from the same SeedSequence (the ``seed`` given to ``reset`` is not used: the
 run's seed already fixes every draw). ``info["variant"]`` names the episode's variant.
+
+``cycle=True`` takes the variants in turn instead (episode ``e`` on variant ``e mod V``): the BC warm
+start's teacher episodes and the evaluation callback use it, so a few episodes cover every variant
+evenly; training episodes are drawn.
 """
 
 from __future__ import annotations
@@ -121,9 +125,11 @@ def parse_mix(base: dict[str, Any], mix: dict[str, Any] | None) -> tuple[list[Tr
 
 
 class MixEnv(gym.Env):  # type: ignore[type-arg]
-    """One env per training variant; each episode on a variant drawn from ``seed_seq`` (module docstring)."""
+    """One env per training variant; each episode on a variant drawn from ``seed_seq``, or taken in
+    turn with ``cycle`` (module docstring)."""
 
-    def __init__(self, envs: list[tuple[str, gym.Env]], seed_seq: np.random.SeedSequence) -> None:  # type: ignore[type-arg]
+    def __init__(self, envs: list[tuple[str, gym.Env]], seed_seq: np.random.SeedSequence,  # type: ignore[type-arg]
+                 cycle: bool = False) -> None:
         if not envs:
             raise ValueError("a mix needs at least one variant")
         self.names = [n for n, _ in envs]
@@ -140,12 +146,15 @@ class MixEnv(gym.Env):  # type: ignore[type-arg]
         pick, *inner = seed_seq.spawn(1 + len(self.envs))
         self._rng = np.random.default_rng(pick)
         self._first_seed: list[int | None] = [int(s.generate_state(1)[0]) for s in inner]
+        self.cycle = cycle
         self.current = 0
         self.counts = [0] * len(self.envs)
+        self.resets = 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         super().reset()  # the draw uses the SeedSequence given at construction (module docstring)
-        i = int(self._rng.integers(len(self.envs)))
+        i = self.resets % len(self.envs) if self.cycle else int(self._rng.integers(len(self.envs)))
+        self.resets += 1
         self.current = i
         self.counts[i] += 1
         first, self._first_seed[i] = self._first_seed[i], None

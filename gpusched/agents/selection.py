@@ -17,6 +17,12 @@ choice, not fitted):
    margin on its tightest bound); with none eligible, the one with the most jobs finished, then the
    smallest worst ratio. Ties go to the earliest.
 
+With a training mix (``mix=NAME``, :mod:`gpusched.agents.scenario_mix`) the validation episodes are
+those of every *training* variant (its workloads x ``select.run_seeds``; never a held-out variant):
+a candidate's score and each reference's are means over all of them (every episode weighing the
+same, as above), and ``selection.json`` adds ``variants``: each variant's episodes, the references'
+and every candidate's scores on that variant alone.
+
 Evaluation time is not charged to ``max_train_minutes`` (that caps RL). The history goes to
 ``selection.json`` in the run folder; a resumed run selects among the candidates scored since the
 resume.
@@ -153,11 +159,24 @@ def _atomic_save(model: Any, path: Path) -> None:
         model.save(str(tmp))
 
 
+@dataclass(frozen=True)
+class VariantSet:
+    """The validation episodes of one training variant of a mix: its name, env, (workload, run_seed)
+    episodes and the references' scores on them."""
+
+    name: str
+    env: Any
+    episodes: list[tuple[int, int]]
+    refs: dict[str, Score]
+
+
 def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, refs: dict[str, Score], freq: int,
-                       masked: bool, out: Path) -> Any:
+                       masked: bool, out: Path, variants: list[VariantSet] | None = None) -> Any:
     """An SB3 callback that scores the policy at the start, every ``freq`` calls of ``_on_step``
     (one call = one step of every training env) and at the end; the best so far is saved to
-    ``out/selected.zip`` and the history to ``out/selection.json`` after each score."""
+    ``out/selected.zip`` and the history to ``out/selection.json`` after each score. With ``variants``
+    (a mix) it plays every variant's episodes instead of ``episodes`` through ``env`` and scores them
+    together (module docstring)."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     from gpusched.agents.adapter import predict
@@ -166,25 +185,36 @@ def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, re
         def __init__(self) -> None:
             super().__init__()
             self.scores: list[Score] = []
+            self.by_variant: list[dict[str, Score]] = []
             self.chosen: Score | None = None
             self.spent_s = 0.0
 
         def _score(self) -> None:
             t0 = time.perf_counter()
-            results = play(env, lambda obs, mask: predict(self.model, obs, mask, masked), episodes)
+            act = lambda obs, mask: predict(self.model, obs, mask, masked)  # noqa: E731
+            per = [(v, play(v.env, act, v.episodes)) for v in variants] if variants else []
+            results = [r for _, rs in per for r in rs] if variants else play(env, act, episodes)
             dt = time.perf_counter() - t0
             self.spent_s += dt
             s = score_runs(int(self.model.num_timesteps), results, dt)
+            if per:
+                self.by_variant.append({v.name: score_runs(s.steps, rs) for v, rs in per})
             if s.truncated:
-                print(f"selection: {s.truncated} of {len(episodes)} validation episodes cut at select.max_steps="
-                      f"{env.unwrapped.max_steps} at {s.steps} steps (their unfinished jobs make the candidate "
+                cap = (variants[0].env if variants else env).unwrapped.max_steps
+                print(f"selection: {s.truncated} of {len(results)} validation episodes cut at select.max_steps="
+                      f"{cap} at {s.steps} steps (their unfinished jobs make the candidate "
                       "ineligible; raise select.max_steps if the policy was not stuck)", file=sys.stderr)
             self.scores.append(s)
             chosen = rule.best(self.scores)
             if chosen is s:
                 _atomic_save(self.model, out / "selected.zip")
             self.chosen = chosen
-            write_history(out / "selection.json", self.scores, chosen, rule, refs, episodes)
+            if variants:
+                write_history(out / "selection.json", self.scores, chosen, rule, refs,
+                              [(v.name, w, rs) for v in variants for w, rs in v.episodes],
+                              (variants, self.by_variant))
+            else:
+                write_history(out / "selection.json", self.scores, chosen, rule, refs, episodes)
 
         def _on_training_start(self) -> None:
             self._score()
@@ -202,13 +232,22 @@ def selection_callback(env: Any, episodes: list[tuple[int, int]], rule: Rule, re
 
 
 def write_history(path: Path, scores: list[Score], chosen: Score, rule: Rule, refs: dict[str, Score],
-                  episodes: list[tuple[int, int]]) -> None:
-    """``selection.json`` (atomically): the rule, the references' scores, every candidate, the choice."""
+                  episodes: list[tuple[Any, ...]],
+                  variants: tuple[list[VariantSet], list[dict[str, Score]]] | None = None) -> None:
+    """``selection.json`` (atomically): the rule, the references' scores, every candidate, the choice;
+    with ``variants`` (a mix's sets and each candidate's scores per variant) also ``variants``, and
+    ``episodes`` as (variant, workload, run_seed)."""
     from gpusched_env.atomic import write_json_atomic
 
-    write_json_atomic(path, {"objective": rule.objective, "bounds": rule.bounds, "episodes": [list(e) for e in episodes],
-                             "references": {name: asdict(s) for name, s in refs.items()}, "chosen_steps": chosen.steps,
-                             "candidates": [dict(asdict(s), eligible=rule.eligible(s)) for s in scores]})
+    doc: dict[str, Any] = {"objective": rule.objective, "bounds": rule.bounds, "episodes": [list(e) for e in episodes],
+                           "references": {name: asdict(s) for name, s in refs.items()}, "chosen_steps": chosen.steps,
+                           "candidates": [dict(asdict(s), eligible=rule.eligible(s)) for s in scores]}
+    if variants is not None:
+        sets, by_variant = variants
+        doc["variants"] = {v.name: {"episodes": [list(e) for e in v.episodes],
+                                    "references": {h: asdict(r) for h, r in v.refs.items()},
+                                    "candidates": [asdict(b[v.name]) for b in by_variant]} for v in sets}
+    write_json_atomic(path, doc)
 
 
 # ------------------------------------------------------------------------------ re-selection (CLI)

@@ -58,6 +58,15 @@ CLUSTER_V1 = "gpusched/Cluster-v1"
 BC_ENVS = (CLUSTER_V0, CLUSTER_V1)  # envs with a behaviour-cloning warm start (gpusched/agents/bc.py)
 ENV_KEYS = ("queue_slots", "fifo_slots", "options", "max_actions_per_decision", "tokens", "max_nodes", "max_queue")
 TRAIN_ONLY_KEYS = ("workloads", "run_seeds", "max_steps")  # where and how long to train, not the policy
+# With a mix, every draw comes from SeedSequence(seed): the training envs from its children 0..n_envs-1, the
+# BC teacher's episodes and the evaluation episodes from these children (choice: far past any n_envs).
+BC_BRANCH = 1 << 20
+EVAL_BRANCH = (1 << 20) + 1
+
+
+def seed_branch(seed: int, branch: int) -> np.random.SeedSequence:
+    """Child ``branch`` of ``SeedSequence(seed)`` (the same as its ``branch``-th ``spawn``)."""
+    return np.random.SeedSequence(seed, spawn_key=(branch,))
 
 
 def scenario_of(cfg: DictConfig) -> Scenario:
@@ -238,8 +247,9 @@ def check(cfg: DictConfig, out: Path) -> Plan:
     policy_class(str(cfg.agent.policy))
     mix = mix_variants(cfg, eid, kwargs)
     if mix:
-        if cfg.bc.teacher:
-            raise ConfigError("mix.variants: no BC warm start across scenarios yet (bc.teacher=null)")
+        if cfg.bc.teacher and cfg.bc.dagger_rounds:
+            raise ConfigError("bc.dagger_rounds: DAgger is not built across a mix's variants (mix=none, or "
+                              "bc.dagger_rounds=0)")
         for name, s, kw in mix:
             try:
                 _check_env(eid, s, kw)
@@ -399,8 +409,8 @@ def train(cfg: DictConfig, out: Path) -> dict[str, Any]:
     """Train as ``cfg`` says into ``out`` (see the module docstring); the summary written to
     ``train_summary.json``. A ConfigError, before anything is written, when an input is bad."""
     plan = check(cfg, out)
-    sel = (_selection_callback(cfg, plan.eid, plan.scn, plan.kwargs, plan.algo == "maskable_ppo", out, plan.n_envs)
-           if cfg.select.enabled else None)  # so is a bad select.*
+    sel = (_selection_callback(cfg, plan.eid, plan.scn, plan.kwargs, plan.algo == "maskable_ppo", out, plan.n_envs,
+                               plan.mix) if cfg.select.enabled else None)  # so is a bad select.*
     if cfg.overwrite and not cfg.resume and (out / "checkpoints").is_dir():
         shutil.rmtree(out / "checkpoints")  # a later resume=true must not pick up the replaced run's checkpoints
     out.mkdir(parents=True, exist_ok=True)
@@ -451,7 +461,7 @@ def _train(cfg: DictConfig, out: Path, plan: Plan, sel: Any) -> dict[str, Any]:
                      tensorboard_log=str(out / "tb"), **params)
         if cfg.bc.teacher:
             assert isinstance(scn, Scenario)  # bc.teacher is refused above for the other levels' envs
-            summary["bc"] = warm_start(cfg, eid, scn, kwargs, model, masked, out)
+            summary["bc"] = warm_start(cfg, eid, scn, kwargs, model, masked, out, plan.mix)
             _save_model(model, out / "bc_model.zip", _meta(cfg, eid, scn, kwargs, algo, int(model.num_timesteps)))
     t0 = time.perf_counter()
     start_steps = int(model.num_timesteps)
@@ -467,7 +477,7 @@ def _train(cfg: DictConfig, out: Path, plan: Plan, sel: Any) -> dict[str, Any]:
     if sel is not None:
         callbacks.append(sel)
     if cfg.eval.enabled:
-        callbacks.append(_eval_callback(cfg, eid, scn, kwargs, masked, out, n_envs))
+        callbacks.append(_eval_callback(cfg, eid, scn, kwargs, masked, out, n_envs, plan.mix))
     remaining = total - start_steps
     log.info(_plan_line(cfg, algo, eid, scn.name, total, start_steps, params, n_envs, out))
     interrupted = False
@@ -589,12 +599,16 @@ def _meta(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict
 
 
 def warm_start(
-    cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, out: Path
+    cfg: DictConfig, eid: str, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, out: Path,
+    mix: list[tuple[str, Scenario, dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """Behaviour cloning of ``cfg.bc.teacher`` on the training workloads (see :mod:`gpusched.agents.bc`):
     through Cluster-v0 (starts) or Cluster-v1 (starts, preemptions, migrations), then
-    ``bc.dagger_rounds`` DAgger rounds (Cluster-v1, :func:`gpusched.agents.bc.dagger_v1`)."""
-    from gpusched.agents.bc import accuracy, clone, collect, collect_v1, make_teacher
+    ``bc.dagger_rounds`` DAgger rounds (Cluster-v1, :func:`gpusched.agents.bc.dagger_v1`). With ``mix``
+    (the training variants), the teacher's episodes go round-robin over the variants
+    (:func:`gpusched.agents.bc.collect_mix`), drawn from child :data:`BC_BRANCH` of the run's SeedSequence;
+    ``bc.json`` then counts the episodes and samples of every variant."""
+    from gpusched.agents.bc import accuracy, clone, collect, collect_mix, collect_v1, make_teacher
     from gpusched_env.envs.cluster import ClusterEnv
     from gpusched_env.envs.cluster_v1 import ClusterV1Env
 
@@ -604,20 +618,34 @@ def warm_start(
     teacher = str(cfg.bc.teacher)
     episodes, seed = int(cfg.bc.episodes), int(cfg.seed) + 7
     teach = lambda run_seed: make_teacher(teacher, scn, run_seed)  # noqa: E731
-    env = ClusterV1Env(scn, **kwargs) if eid == CLUSTER_V1 else ClusterEnv(scn, **kwargs)
-    data = collect_v1(env, teach, episodes, seed) if isinstance(env, ClusterV1Env) else collect(env, teach, episodes, seed)
+    Env = ClusterV1Env if eid == CLUSTER_V1 else ClusterEnv  # noqa: N806
+    per_variant: dict[str, dict[str, int]] | None = None
+    if mix:
+        envs = [(name, s, Env(s, **kw)) for name, s, kw in mix]
+        data = collect_mix(envs, lambda s, run_seed: make_teacher(teacher, s, run_seed), episodes,
+                           seed_branch(int(cfg.seed), BC_BRANCH))
+        n = len(mix)
+        per_variant = {name: {"episodes": len(range(i, episodes, n)), "samples": int(np.sum(data["variant"] == i))}
+                       for i, (name, _, _) in enumerate(mix)}
+    else:
+        env = Env(scn, **kwargs)
+        data = collect_v1(env, teach, episodes, seed) if isinstance(env, ClusterV1Env) else collect(env, teach, episodes, seed)
     t1 = time.perf_counter()
     fit = (int(cfg.bc.epochs), int(cfg.bc.batch_size), float(cfg.bc.learning_rate), int(cfg.seed), masked)
     losses = clone(model.policy, data, *fit)
     info: dict[str, Any] = {"teacher": teacher, "samples": int(len(data["action"])), "collect_s": round(t1 - t0, 1),
                             "fit_s": round(time.perf_counter() - t1, 1), "loss_first": losses[0] if losses else None,
                             "loss_last": losses[-1] if losses else None, "accuracy": accuracy(model.policy, data, masked)}
+    if per_variant is not None:
+        info["variants"] = per_variant
+        if episodes < len(per_variant):
+            log.warning(f"bc.episodes={episodes} < the mix's {len(per_variant)} training variants: the BC data "
+                        f"cover only the first {episodes} (bc.json: variants)")
     if cfg.bc.dagger_rounds:
         info["dagger"] = _dagger_rounds(int(cfg.bc.dagger_rounds), scn, kwargs, model, masked, teach, data, episodes,
                                         seed, fit)
     (out / "bc.json").write_text(json.dumps(info, indent=2))
     return info
-
 
 
 def _dagger_rounds(rounds: int, scn: Scenario, kwargs: dict[str, Any], model: Any, masked: bool, teach: Any,
@@ -654,10 +682,9 @@ def _int_at_least(value: Any, key: str, lowest: int) -> int:
     return value
 
 
-def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any], masked: bool, out: Path,
-                   n_envs: int) -> Any:
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
-
+def _eval_args(cfg: DictConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The env arguments of the evaluation episodes: ``kwargs`` with ``eval.workloads``, ``eval.run_seeds``
+    and ``eval.max_steps`` over them."""
     ev = dict(kwargs)
     if cfg.eval.workloads is not None:
         ev["workloads"] = [int(w) for w in cfg.eval.workloads]
@@ -665,11 +692,44 @@ def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwa
         ev["run_seeds"] = [int(s) for s in cfg.eval.run_seeds]
     if cfg.eval.get("max_steps") is not None:
         ev["max_steps"] = int(cfg.eval.max_steps)
-    eval_env: Any = DummyVecEnv([make_env_fn(eid, scn, ev, int(cfg.seed) + 99, 0)])
+    return ev
+
+
+def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any], masked: bool, out: Path,
+                   n_envs: int, mix: list[tuple[str, Scenario, dict[str, Any]]] | None = None) -> Any:
+    """SB3's evaluation callback (log in ``out/eval``). With ``mix`` it plays ``eval.episodes`` episodes
+    of every training variant per evaluation (never a held-out one): a
+    :class:`gpusched.agents.scenario_mix.MixEnv` taking the variants in turn (``cycle``), its episodes drawn
+    from child :data:`EVAL_BRANCH` of the run's SeedSequence; ``eval/variants.json`` names the variants."""
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from gpusched_env.atomic import write_json_atomic
+
+    n_eval = int(cfg.eval.episodes)
+    if mix:
+        from gpusched.agents.scenario_mix import MixEnv
+
+        variants = [(name, s, _eval_args(cfg, kw)) for name, s, kw in mix]
+
+        def _mix_eval() -> Any:
+            import gymnasium as gym
+
+            return Monitor(MixEnv([(name, gym.make(eid, scenario=s, **kw)) for name, s, kw in variants],
+                                  seed_branch(int(cfg.seed), EVAL_BRANCH), cycle=True))
+
+        eval_env: Any = DummyVecEnv([_mix_eval])
+        write_json_atomic(out / "eval" / "variants.json", {
+            "variants": [name for name, _, _ in variants], "episodes_per_variant": n_eval,
+            "order": "each evaluation plays n_eval_episodes = episodes_per_variant x variants consecutive episodes, "
+                     "the variants taken in turn (every variant equally often); none is held out of this list"})
+        n_eval *= len(variants)
+    else:
+        eval_env = DummyVecEnv([make_env_fn(eid, scn, _eval_args(cfg, kwargs), int(cfg.seed) + 99, 0)])
     if cfg.normalize_reward:  # same wrapper type as training; returns stay raw (job-hours)
         eval_env = VecNormalize(eval_env, norm_obs=False, norm_reward=False, training=False)
     freq = max(1, int(cfg.eval.freq) // n_envs)
-    kw: dict[str, Any] = dict(n_eval_episodes=int(cfg.eval.episodes), eval_freq=freq, log_path=str(out / "eval"),
+    kw: dict[str, Any] = dict(n_eval_episodes=n_eval, eval_freq=freq, log_path=str(out / "eval"),
                               best_model_save_path=str(out / "eval"), deterministic=True, verbose=0)
     if masked:
         from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
@@ -681,15 +741,19 @@ def _eval_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwa
 
 
 def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario, kwargs: dict[str, Any],
-                        masked: bool, out: Path, n_envs: int) -> Any:
+                        masked: bool, out: Path, n_envs: int,
+                        mix: list[tuple[str, Scenario, dict[str, Any]]] | None = None) -> Any:
     """The checkpoint-selection callback (:mod:`gpusched.agents.selection`), its reference heuristics scored
-    first on the same validation episodes (ConfigError naming the ``select.*`` key that is wrong)."""
+    first on the same validation episodes (ConfigError naming the ``select.*`` key that is wrong). With
+    ``mix`` the episodes are every training variant's (its workloads, or ``select.workloads``, x
+    ``select.run_seeds``), scored together."""
     import gymnasium as gym
 
     from gpusched.agents.selection import (
         BOUND_KEYS,
         OBJECTIVES,
         Rule,
+        VariantSet,
         heuristic_results,
         score_runs,
         selection_callback,
@@ -720,8 +784,24 @@ def _selection_callback(cfg: DictConfig, eid: str, scn: Scenario | LevelScenario
             bounds[m] = str(sc[key])
     if sc.objective == "worst_ratio" and not bounds:
         raise ConfigError("select.objective=worst_ratio needs a bound (select.avg_bound, p99_bound or run_bound)")
+    heuristics = sorted(set(bounds.values()))
+    if mix:
+        sets: list[VariantSet] = []
+        runs: dict[str, list[Any]] = {h: [] for h in heuristics}
+        for name, s, kw in mix:
+            wl = [int(w) for w in (sc.workloads if sc.workloads is not None else
+                                   (kw.get("workloads") or range(len(s.workload_names))))]
+            eps = [(w, r) for r in seeds for w in wl]
+            res = {h: heuristic_results(s, h, eps) for h in heuristics}
+            for h in heuristics:
+                runs[h] += res[h]
+            sets.append(VariantSet(name, gym.make(eid, scenario=s, **dict(kw, max_steps=max_steps)), eps,
+                                   {h: score_runs(0, res[h]) for h in heuristics}))
+        pooled = {h: score_runs(0, runs[h]) for h in heuristics}
+        rule = Rule({m: (1.0 + slack) * float(getattr(pooled[name], m)) for m, name in bounds.items()}, str(sc.objective))
+        return selection_callback(sets[0].env, [], rule, pooled, max(1, freq // n_envs), masked, out, sets)
     episodes = [(w, s) for s in seeds for w in workloads]
-    refs = {name: score_runs(0, heuristic_results(scn, name, episodes)) for name in sorted(set(bounds.values()))}
+    refs = {name: score_runs(0, heuristic_results(scn, name, episodes)) for name in heuristics}
     rule = Rule({m: (1.0 + slack) * float(getattr(refs[name], m)) for m, name in bounds.items()}, str(sc.objective))
     env = gym.make(eid, scenario=scn, **dict(kwargs, max_steps=max_steps))
     return selection_callback(env, episodes, rule, refs, max(1, freq // n_envs), masked, out)
@@ -809,7 +889,8 @@ Key options (key=value; every default is in conf/train.yaml; --cfg job prints th
                         episodes, mean episode reward, elapsed, time left)
   env.KEY=V             the env's arguments (conf/env/ENV.yaml), e.g. env.workloads=[0,1]
   mix=NAME              each training episode on a variant of the scenario drawn from the run's seed
-                        (conf/mix/NAME.yaml: variants, grids, held-out variants; default none)
+                        (conf/mix/NAME.yaml: variants, grids, held-out variants; default none); the BC
+                        warm start, evaluation and selection then run on its training variants
   agent.params.KEY=V    the algorithm's arguments (conf/agent/AGENT.yaml), e.g. agent.params.learning_rate=3e-4
   bc.teacher=H          behaviour-clone heuristic H before RL (Cluster-v0/v1 envs), one of
 {teachers}
