@@ -25,18 +25,12 @@ def _pm_first_kernel(cand: np.ndarray, n: int, level: np.ndarray, node: np.ndarr
 
 
 def test_pm_first_kernel_hand_example():
-    # the example of test_pm_first_hand_example: 2 nodes x 4 GPUs, levels [0,0,1,1 | 0,1,1,1]
-    level = np.array([0, 0, 1, 1, 0, 1, 1, 1])
-    node = np.repeat([0, 1], 4)
-    cand = np.arange(8)
-    assert _pm_first_kernel(cand, 1, level, node) == (4,)
-    assert _pm_first_kernel(cand, 2, level, node) == (0, 1)
-    assert _pm_first_kernel(cand, 3, level, node) == (0, 1, 4)
-    assert _pm_first_kernel(cand, 4, level, node) == (0, 1, 4, 5)
-    assert _pm_first_kernel(cand, 5, level, node) == (0, 1, 4, 5, 6)
-    assert _pm_first_kernel(cand, 9, level, node) is None
-    # without GPU 4: (0,0) group {0,1}, (1,1) group {5,6,7}; N=3 -> 0,1 (level 0), then 5 (|3-3|=0)
-    assert _pm_first_kernel(np.array([0, 1, 2, 3, 5, 6, 7]), 3, level, node) == (0, 1, 5)
+    """test_pm_first_hand_example's cluster (its expectations worked by hand), every size, with and without GPU 4."""
+    level, node = np.array([0, 0, 1, 1, 0, 1, 1, 1]), np.repeat([0, 1], 4)
+    for cand in (np.arange(8), np.array([0, 1, 2, 3, 5, 6, 7])):
+        got = [_pm_first_kernel(cand, n, level, node) for n in range(1, 10)]
+        assert got == [pm_first_gpus(cand, n, level, node) for n in range(1, 10)]
+    assert got[2] == (0, 1, 5) and got[7:] == [None, None]  # without GPU 4: (0,0) {0,1}, then 5 (|3-3| = 0)
 
 
 class _Source:
