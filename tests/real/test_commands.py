@@ -34,7 +34,7 @@ def test_two_jobs_shared_on_one_gpu_records_mps_and_nvml(run_dir: Path, monkeypa
     monkeypatch.setenv("GPUSCHED_CPU_FALLBACK", "1")  # no GPU here: the clients train on the CPU
     runner = DryRunRunner(run_dir / "commands.jsonl")
     devices = NvidiaDevices(runner, count=2)
-    wl = tiny_workload([(0.0, "pointnet", 200), (0.0, "pointnet", 200)])
+    wl = tiny_workload([(0.0, "pointnet", 40), (0.0, "pointnet", 40)])
     mps = MpsDaemon(runner, run_dir, driver_version="550.54.15")
     backend = RealBackend(wl.topology, wl.jobs, wl.sizes, devices, LocalNodeAgent(runner, run_dir), run_dir, 0,
                           RealConfig(telemetry_s=0.2), mps=mps, max_jobs_per_gpu=2)
