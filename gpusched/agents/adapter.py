@@ -144,9 +144,15 @@ def env_args(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 class _ModelPolicy:
-    """What every cluster-level model policy holds: the model, its algorithm and its round length."""
+    """What every cluster-level model policy holds: the model, its algorithm, its round length, its
+    queue window, action cap and placement options."""
 
-    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario) -> None:
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
+        env = env_args(meta)
+        self.k = int(env["queue_slots"])
+        self.fifo_slots = int(env["fifo_slots"])
+        self.max_actions = int(env["max_actions_per_decision"])
+        self.options = OptionSet(tuple(env["options"]), pal_params(scn, env["pal"], workload))
         self.name = "agent"
         self.model = model
         self.algo = meta.get("algo", "maskable_ppo")
@@ -168,12 +174,8 @@ class AgentPolicy(_ModelPolicy):
     """A trained model as a :class:`gpusched_env.policy.Policy` (sticky starts, no preemption)."""
 
     def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
-        super().__init__(model, meta, scn)
+        super().__init__(model, meta, scn, workload)
         env = env_args(meta)
-        self.k = int(env["queue_slots"])
-        self.fifo_slots = int(env["fifo_slots"])
-        self.max_actions = int(env["max_actions_per_decision"])
-        self.options = OptionSet(tuple(env["options"]), pal_params(scn, env["pal"], workload))
         # a set model (tokens): padded to the trained maximum, or to this cluster's nodes when it has more
         self.tokens = bool(env["tokens"])
         self.n_nodes = scn.cluster.topology().n_nodes
@@ -207,15 +209,11 @@ class PreemptAgentPolicy(_ModelPolicy):
     """A trained ``gpusched/Cluster-v1`` model as a policy (starts, preemptions, migrations)."""
 
     def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
-        super().__init__(model, meta, scn)
+        super().__init__(model, meta, scn, workload)
         env = env_args(meta)
-        self.k = int(env["queue_slots"])
-        self.fifo_slots = int(env["fifo_slots"])
         self.r = int(env["running_slots"])
         self.clairvoyant = bool(env["clairvoyant"])
         self.migrations = bool(env["migrations"])
-        self.max_actions = int(env["max_actions_per_decision"])
-        self.options = OptionSet(tuple(env["options"]), pal_params(scn, env["pal"], workload))
         self.clock = RoundClock(self.round_s)
 
     def decide(self, view: ClusterView) -> list[Decision]:
