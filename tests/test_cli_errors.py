@@ -317,7 +317,9 @@ def test_result_files_are_world_readable(tmp_path):
     assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == 0o644
 
 
+@pytest.mark.slow
 def test_train_bad_scenario_is_one_line_before_anything_is_written(tmp_path):
+    """As a real process (the same error in-process: tests/agents/test_train_cli.py's bad-input cases)."""
     out = tmp_path / "t"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = subprocess.run([sys.executable, "-m", "gpusched.agents.train", "scenario=synthetic_small", "scenario.model.locality.lf=0",

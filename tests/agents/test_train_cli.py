@@ -78,6 +78,7 @@ def test_help_lists_envs_agents_scenarios_and_key_options(capsys, monkeypatch):
     (["scenario=tally_pairs", "env=gpushare", "env.be_weight=nan"], "env.be_weight must be finite, got nan"),
     (["max_train_minutes=0"], "max_train_minutes must be a number of minutes > 0 or null (no wall-clock limit), got 0"),
     (["resume=true"], "resume=true: no checkpoint to resume in "),
+    (["scenario.model.locality.lf=0"], "scenario.model.locality.lf: must be"),
 ], ids=lambda x: " ".join(x) if isinstance(x, list) else "")
 def test_bad_input_is_one_line_exit_2_before_anything_is_written(argv, message, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
