@@ -43,6 +43,10 @@ from gpusched_env.policy import Policy
 from gpusched_env.types import Decision, Start
 from gpusched_env.view import ClusterView
 
+# choice: samples per forward pass in accuracy; all at once, 65k Cluster-v1 token samples make GB-sized
+# activations (one of them, slots x (encoding, read-out, context): 65k x 48 x 192 floats = 2.4 GB)
+ACCURACY_CHUNK = 4096
+
 
 def collect(env: ClusterEnv, make_teacher: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:
     """(obs, mask, action) of ``episodes`` teacher episodes (workloads/run seeds from the env's RNG).
@@ -300,15 +304,20 @@ def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int
 
 
 def accuracy(policy: Any, data: dict[str, np.ndarray], masked: bool) -> float:
-    """Share of the data's actions that the policy's deterministic choice reproduces."""
+    """Share of the data's actions that the policy's deterministic choice reproduces (in chunks of
+    ``ACCURACY_CHUNK`` samples, so memory does not grow with the data)."""
+    obs = _tensor(data["obs"])
+    n = len(data["action"])
+    pred = np.empty(n, dtype=np.int64)
     with torch.no_grad():
-        obs = _tensor(data["obs"])
-        if masked:
-            dist = policy.get_distribution(obs, action_masks=data["mask"])
-        else:
-            dist = policy.get_distribution(obs)
-        pred = dist.get_actions(deterministic=True).numpy()
-    return float(np.mean(pred == data["action"]))
+        for i in range(0, n, ACCURACY_CHUNK):
+            idx = torch.arange(i, min(i + ACCURACY_CHUNK, n))
+            if masked:
+                dist = policy.get_distribution(_rows(obs, idx), action_masks=data["mask"][i: i + ACCURACY_CHUNK])
+            else:
+                dist = policy.get_distribution(_rows(obs, idx))
+            pred[i: i + ACCURACY_CHUNK] = dist.get_actions(deterministic=True).numpy()
+    return float(np.mean(pred == data["action"])) if n else float("nan")
 
 
 def _tensor(obs: Any) -> Any:

@@ -139,3 +139,28 @@ def test_lifts_are_scored_per_running_row_and_count_with_the_starts():
     predicted, _ = policy.predict(obs, deterministic=True, action_masks=mask)
     want = lift0 + int(np.argmax(p[lift0: lift0 + 4])) if p[-1] < p[lift0: lift0 + 4].sum() else len(mask) - 1
     assert int(predicted) == want == set_action(policy, obs, mask)
+
+
+def test_accuracy_in_chunks_is_the_accuracy_at_once(monkeypatch):
+    from gpusched.agents import bc
+
+    policy = _policy(4, 3, 4, seed=5)
+    with torch.no_grad():
+        policy.features_extractor.score[-1].weight.mul_(300.0)
+        policy.features_extractor.lift[-1].weight.mul_(300.0)
+    rng = np.random.default_rng(2)
+    n, n_act = 20, 3 * len(OPTIONS) + 4 + 1
+    obs = {"nodes": rng.uniform(0, 1, (n, 4, 8)).astype(np.float32), "node_mask": np.ones((n, 4), np.float32),
+           "slots": rng.uniform(0, 1, (n, 3, 17)).astype(np.float32),
+           "running": rng.uniform(0, 1, (n, 4, 17)).astype(np.float32), "glob": rng.uniform(0, 1, (n, 10)).astype(np.float32)}
+    mask = rng.uniform(size=(n, n_act)) < 0.6
+    mask[:, -1] = True
+    with torch.no_grad():  # the flat argmax of the masked scores, sample by sample
+        best = [int(np.argmax(np.where(mask[i], action_probs(policy, {k: v[i] for k, v in obs.items()}, mask[i]), -1.0)))
+                for i in range(n)]
+    action = np.array(best)
+    action[::4] = n_act - 1 - (action[::4] == n_act - 1)  # 5 of 20 changed: 15 reproduced
+    data = {"obs": obs, "mask": mask, "action": action}
+    assert bc.accuracy(policy, data, True) == pytest.approx(15 / 20)
+    monkeypatch.setattr(bc, "ACCURACY_CHUNK", 7)  # 3 chunks: 7, 7, 6
+    assert bc.accuracy(policy, data, True) == pytest.approx(15 / 20)
