@@ -97,7 +97,8 @@ class ClusterV1Env(ClusterEnv):
 
     * v1: preemption and re-placement (migration) of running jobs at round points; running jobs in
       the window; clairvoyant / non-clairvoyant observation (``clairvoyant``), attained service and
-      restarts observed; every round tick is a candidate decision point.
+      restarts observed; every round tick is a candidate decision point. Token observation
+      (``tokens``): running jobs as a third set, one lift action per running row.
     * v0: initial version (starts only).
     """
 
