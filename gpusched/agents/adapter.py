@@ -26,7 +26,14 @@ from gpusched_env.config_util import ConfigError
 from gpusched_env.envs.observe import DecisionBuilder, JobCache, obs_size
 from gpusched_env.envs.options import OptionSet, pal_params
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
-from gpusched_env.envs.tokens import pad_mask, to_tokens, window_action
+from gpusched_env.envs.tokens import (
+    pad_mask,
+    pad_mask_v1,
+    to_tokens,
+    to_tokens_v1,
+    window_action,
+    window_action_v1,
+)
 from gpusched_env.rounds import RoundClock
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Decision
@@ -215,6 +222,24 @@ class PreemptAgentPolicy(_ModelPolicy):
         self.clairvoyant = bool(env["clairvoyant"])
         self.migrations = bool(env["migrations"])
         self.clock = RoundClock(self.round_s)
+        # a set model (tokens): padded as trained, or to this cluster's nodes when it has more
+        self.tokens = bool(env["tokens"])
+        self.max_nodes = int(env["max_nodes"])
+        self.max_queue = int(env["max_queue"])
+        self.max_running = int(env["max_running"])
+
+    def _action(self, b: PreemptBuilder) -> int:
+        if not self.tokens:
+            return predict(self.model, b.observe(), b.mask(), self.masked)
+        from gpusched.agents.set_extractor import set_action
+
+        p = len(self.options)
+        n_nodes = b.topo.n_nodes  # the cluster decided on: the service's may differ from the scenario's
+        obs = to_tokens_v1(b.observe(), n_nodes, self.k, self.r, max(self.max_nodes, n_nodes), self.max_queue,
+                           self.max_running)
+        a = set_action(self.model.policy, obs, pad_mask_v1(b.mask(), self.k, self.r, p, self.max_queue,
+                                                           self.max_running))
+        return window_action_v1(a, self.k, self.r, p, self.max_queue, self.max_running)
 
     def decide(self, view: ClusterView) -> list[Decision]:
         self._tick()
@@ -224,7 +249,7 @@ class PreemptAgentPolicy(_ModelPolicy):
         for _ in range(self.max_actions):
             if not b.any_valid():
                 break
-            a = predict(self.model, b.observe(), b.mask(), self.masked)
+            a = self._action(b)
             if a == b.done_action or b.act(a) is None:
                 break
         return b.decisions
@@ -269,11 +294,15 @@ def check_shapes(
     """The model's observation and action sizes are this scenario's, else a ConfigError naming the
     scenario the model was trained on."""
     n_nodes = scn.cluster.topology().n_nodes
-    if isinstance(policy, AgentPolicy) and policy.tokens:  # a set model fits any cluster: check its options
-        want_act = policy.max_queue * len(policy.options) + 1
+    if policy.tokens:  # a set model fits any cluster: check its options
+        if isinstance(policy, PreemptAgentPolicy):
+            want_act = policy.max_queue * len(policy.options) + policy.max_running + 1
+            what = "max_queue x options + max_running + 1"
+        else:
+            want_act, what = policy.max_queue * len(policy.options) + 1, "max_queue x options + 1"
         if int(getattr(model.action_space, "n", want_act)) != want_act:
             raise ConfigError(f"agent_path {str(path)!r}: {model.action_space} does not match its stored "
-                              f"max_queue x options + 1 = {want_act}")
+                              f"{what} = {want_act}")
         return
     if isinstance(policy, PreemptAgentPolicy):
         want_obs = obs_size_v1(n_nodes, policy.k, policy.r)

@@ -16,7 +16,8 @@ stable-baselines3 2.2), so this is a short loop:
    env's round points and for a fill between them (:func:`decide_at`), so a LAS / SRTF / Tiresias
    teacher is replayed exactly; a batch with a decision outside the window is mapped with the first
    valid option, and where that fails too the point ends with "done" (the teacher's state and the
-   env's then part).
+   env's then part). With ``tokens=True`` the window actions are mapped to the token env's
+   (:meth:`~gpusched_env.envs.cluster_v1.ClusterV1Env.token_action`) and the observations stacked per key.
    :func:`collect_mix` collects across a training mix's variants (round-robin over them, each
    variant's episodes drawn from its own child of the run's SeedSequence).
    :func:`dagger_v1` adds DAgger rounds: the clone drives the episodes and the teacher labels the
@@ -41,6 +42,10 @@ from gpusched_env.metrics import RunResult
 from gpusched_env.policy import Policy
 from gpusched_env.types import Decision, Start
 from gpusched_env.view import ClusterView
+
+# choice: samples per forward pass in accuracy; all at once, 65k Cluster-v1 token samples make GB-sized
+# activations (one of them, slots x (encoding, read-out, context): 65k x 48 x 192 floats = 2.4 GB)
+ACCURACY_CHUNK = 4096
 
 
 def collect(env: ClusterEnv, make_teacher: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:
@@ -174,7 +179,7 @@ def play_v1(env: ClusterV1Env, teacher: Policy, workload: int | None = None, run
     while not over:
         b = env.builder
         assert b is not None
-        acts = [*_v1_actions(env, teacher), b.done_action]
+        acts = [env.token_action(a) for a in (*_v1_actions(env, teacher), b.done_action)]
         for a in acts:
             if record is not None:
                 record["obs"].append(obs)
@@ -200,8 +205,16 @@ def collect_v1(env: ClusterV1Env, make_teacher: Any, episodes: int, seed: int) -
     return _arrays(rec, env)
 
 
-def _arrays(rec: dict[str, list[object]], env: ClusterV1Env) -> dict[str, np.ndarray]:
-    """Recorded ``obs``, ``mask``, ``action`` lists as the arrays :func:`clone` fits (also when empty)."""
+def _arrays(rec: dict[str, list[object]], env: ClusterV1Env) -> dict[str, Any]:
+    """Recorded ``obs``, ``mask``, ``action`` lists as the arrays :func:`clone` fits (also when empty;
+    token observations as a dict of stacked arrays)."""
+    if env.tokens:
+        n = len(rec["action"])
+        spaces = env.observation_space.spaces  # type: ignore[attr-defined]
+        obs = {k: np.asarray([o[k] for o in rec["obs"]], dtype=np.float32).reshape(n, *spaces[k].shape)  # type: ignore[index]
+               for k in spaces}
+        return {"obs": obs, "mask": np.asarray(rec["mask"], dtype=bool).reshape(n, int(env.n_actions)),
+                "action": np.asarray(rec["action"], dtype=np.int64)}
     n, n_obs = len(rec["action"]), int(np.prod(env.observation_space.shape or (0,)))
     return {"obs": np.asarray(rec["obs"], dtype=np.float32).reshape(n, n_obs),
             "mask": np.asarray(rec["mask"], dtype=bool).reshape(n, int(env.n_actions)),
@@ -232,7 +245,8 @@ def dagger_v1(env: ClusterV1Env, make_teacher: Any, act: Any, episodes: int, see
             b = env.builder
             assert b is not None
             if b is not point:  # a new decision point: ask the teacher once
-                point, labels, i = b, [*_v1_actions(env, teacher), b.done_action], 0
+                point, i = b, 0
+                labels = [env.token_action(a) for a in (*_v1_actions(env, teacher), b.done_action)]
             mask = np.array(info["action_mask"], dtype=bool)
             label = labels[i] if 0 <= i < len(labels) and mask[labels[i]] else None
             a = int(act(obs, mask))
@@ -247,6 +261,14 @@ def dagger_v1(env: ClusterV1Env, make_teacher: Any, act: Any, episodes: int, see
             over = term or trunc
         results.append(env.result())
     return {**_arrays(rec, env), "steps": steps, "labelled": len(rec["action"]), "agreed": agreed, "results": results}
+
+
+def pool(data: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The (obs, mask, action) samples of ``data`` followed by those of ``new`` (token observations
+    key by key)."""
+    obs = ({k: np.concatenate([data["obs"][k], new["obs"][k]]) for k in data["obs"]}
+           if isinstance(data["obs"], dict) else np.concatenate([data["obs"], new["obs"]]))
+    return {"obs": obs, **{k: np.concatenate([data[k], new[k]]) for k in ("mask", "action")}}
 
 
 def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int, lr: float,
@@ -282,15 +304,20 @@ def clone(policy: Any, data: dict[str, np.ndarray], epochs: int, batch_size: int
 
 
 def accuracy(policy: Any, data: dict[str, np.ndarray], masked: bool) -> float:
-    """Share of the data's actions that the policy's deterministic choice reproduces."""
+    """Share of the data's actions that the policy's deterministic choice reproduces (in chunks of
+    ``ACCURACY_CHUNK`` samples, so memory does not grow with the data)."""
+    obs = _tensor(data["obs"])
+    n = len(data["action"])
+    pred = np.empty(n, dtype=np.int64)
     with torch.no_grad():
-        obs = _tensor(data["obs"])
-        if masked:
-            dist = policy.get_distribution(obs, action_masks=data["mask"])
-        else:
-            dist = policy.get_distribution(obs)
-        pred = dist.get_actions(deterministic=True).numpy()
-    return float(np.mean(pred == data["action"]))
+        for i in range(0, n, ACCURACY_CHUNK):
+            idx = torch.arange(i, min(i + ACCURACY_CHUNK, n))
+            if masked:
+                dist = policy.get_distribution(_rows(obs, idx), action_masks=data["mask"][i: i + ACCURACY_CHUNK])
+            else:
+                dist = policy.get_distribution(_rows(obs, idx))
+            pred[i: i + ACCURACY_CHUNK] = dist.get_actions(deterministic=True).numpy()
+    return float(np.mean(pred == data["action"])) if n else float("nan")
 
 
 def _tensor(obs: Any) -> Any:

@@ -1,11 +1,14 @@
 """A policy over sets (``agent=maskable_ppo_set``): one network for any cluster size and queue length.
 
-It reads the token observation of ``gpusched/Cluster-v0`` (``env.tokens=true``,
-:mod:`gpusched_env.envs.tokens`): node rows, queue-window slot rows, a node presence mask and the
-global row. Every row is encoded by a small MLP shared across rows (one for nodes, one for slots);
-each slot attends over the nodes (one head, padding masked); the context is the masked mean of the
-node and slot encodings and the global encoding. The score of "start slot s with option o" is
-output o of an MLP of (slot s's encoding, its attention read-out, the context); "done" and the
+It reads the token observation of ``gpusched/Cluster-v0`` or ``gpusched/Cluster-v1``
+(``env.tokens=true``, :mod:`gpusched_env.envs.tokens`): node rows, queue-window slot rows, a node
+presence mask and the global row, and on Cluster-v1 the running-slot rows too. Every row is encoded
+by a small MLP shared across rows (one for nodes, one for job slots: start and running slots share
+it, feature 1 of a v1 row says which); each slot attends over the nodes (one head, padding masked);
+the context is the masked mean of the node and slot encodings (all job slots, start and running)
+and the global encoding. The score of "start slot s with option o" is output o of an MLP of (slot
+s's encoding, its attention read-out, the context); on Cluster-v1 the score of "lift (preempt)
+running slot i" is the output of another MLP of the same three for running slot i; "done" and the
 value come from the context. No weight depends on how many nodes or slots there are, so the same
 weights score actions on any cluster (``max_nodes`` / ``max_queue`` only size the padding), and the
 scores do not change when the node rows are permuted (mean pooling and attention are symmetric).
@@ -19,7 +22,8 @@ and selection callbacks) takes the mode of a two-level choice, :func:`two_level_
 against starting anything, by total probability (P("done") against the sum of P(start) over the valid
 starts), then, if starting wins, the most probable start. The flat argmax instead pits the one "done"
 score against each start alone: with many valid starts of similar score, "done" outscored every one of
-them even where the policy put most of its mass on starting (issue 32, item 2). Training samples from
+them even where the policy put most of its mass on starting (issue 32, item 2). On Cluster-v1 the
+lifts count with the starts (every action but "done" is an edit of the running set). Training samples from
 the same distribution as before; only the mode read from it changed. Flat (non-set) models keep the
 flat argmax.
 """
@@ -50,14 +54,16 @@ def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class SetExtractor(BaseFeaturesExtractor):
-    """Token observation -> (slot x option scores, "done" score, value features); see the module
-    docstring. ``features_dim`` = ``max_queue x n_options + 1 + hidden`` (sized by the padding, but
-    no parameter is)."""
+    """Token observation -> (slot x option scores, [v1: lift scores,] "done" score, value features);
+    see the module docstring. ``features_dim`` = ``max_queue x n_options [+ max_running] + 1 + hidden``
+    (sized by the padding, but no parameter is)."""
 
     def __init__(self, observation_space: spaces.Dict, n_options: int, hidden: int = HIDDEN) -> None:
         nodes, slots, glob = (observation_space[k].shape for k in ("nodes", "slots", "glob"))
         assert nodes is not None and slots is not None and glob is not None
-        super().__init__(observation_space, slots[0] * n_options + 1 + hidden)
+        self.preempt = "running" in observation_space.spaces  # Cluster-v1: lift actions per running slot
+        n_run = int(observation_space["running"].shape[0]) if self.preempt else 0  # type: ignore[index]
+        super().__init__(observation_space, slots[0] * n_options + n_run + 1 + hidden)
         self.n_options, self.hidden = n_options, hidden
         self.node_enc = nn.Sequential(_mlp(nodes[1], hidden, hidden), nn.ReLU())
         self.slot_enc = nn.Sequential(_mlp(slots[1], hidden, hidden), nn.ReLU())
@@ -68,7 +74,11 @@ class SetExtractor(BaseFeaturesExtractor):
         self.context = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU())
         self.score = _mlp(3 * hidden, hidden, n_options)
         self.done = nn.Linear(hidden, 1)
-        for head in (self.score[-1], self.done):  # near-uniform first policy (as SB3's action_net gain 0.01)
+        heads = [self.score[-1], self.done]
+        if self.preempt:
+            self.lift = _mlp(3 * hidden, hidden, 1)
+            heads.append(self.lift[-1])
+        for head in heads:  # near-uniform first policy (as SB3's action_net gain 0.01)
             assert isinstance(head, nn.Linear)
             nn.init.orthogonal_(head.weight, gain=0.01)
             nn.init.zeros_(head.bias)
@@ -76,6 +86,9 @@ class SetExtractor(BaseFeaturesExtractor):
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:  # type: ignore[override]
         node_mask = obs["node_mask"]
         slots = obs["slots"]
+        n_start = slots.shape[1]
+        if self.preempt:  # start and running slots: one set of job rows, split again for the scores
+            slots = torch.cat([slots, obs["running"]], 1)
         slot_mask = (slots[..., 0] > 0.5).to(slots.dtype)  # feature 0: the slot holds a job
         hn = self.node_enc(obs["nodes"])  # (B, N, d)
         hs = self.slot_enc(slots)  # (B, S, d)
@@ -85,8 +98,11 @@ class SetExtractor(BaseFeaturesExtractor):
         ctx = self.context(torch.cat([_masked_mean(hn, node_mask), _masked_mean(hs, slot_mask),
                                       self.glob_enc(obs["glob"])], -1))
         per_slot = torch.cat([hs, read, ctx.unsqueeze(1).expand_as(hs)], -1)
-        scores = self.score(per_slot).flatten(1)  # (B, S x P): slot-major, as the env's actions
-        return torch.cat([scores, self.done(ctx), ctx], -1)
+        scores = self.score(per_slot[:, :n_start]).flatten(1)  # (B, S x P): slot-major, as the env's actions
+        if not self.preempt:
+            return torch.cat([scores, self.done(ctx), ctx], -1)
+        lifts = self.lift(per_slot[:, n_start:]).flatten(1)  # (B, R): one per running slot
+        return torch.cat([scores, lifts, self.done(ctx), ctx], -1)
 
 
 class _Split(nn.Module):
@@ -117,11 +133,14 @@ class SetPolicy(MaskableActorCriticPolicy):
             raise ValueError("agent=maskable_ppo_set needs the token observation (env.tokens=true)")
         assert isinstance(action_space, spaces.Discrete)
         max_queue = observation_space["slots"].shape[0]  # type: ignore[index]
+        run = observation_space.spaces.get("running")
+        max_running = int(run.shape[0]) if run is not None and run.shape is not None else 0
         self.hidden = int(hidden)
         kwargs.pop("net_arch", None)
         kwargs["ortho_init"] = False  # the extractor initialises its own heads
         kwargs["features_extractor_class"] = SetExtractor
-        kwargs["features_extractor_kwargs"] = {"n_options": (int(action_space.n) - 1) // max_queue, "hidden": self.hidden}
+        n_options = (int(action_space.n) - 1 - max_running) // max_queue
+        kwargs["features_extractor_kwargs"] = {"n_options": n_options, "hidden": self.hidden}
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def _build_mlp_extractor(self) -> None:

@@ -653,7 +653,7 @@ def _dagger_rounds(rounds: int, scn: Scenario, kwargs: dict[str, Any], model: An
     """``rounds`` DAgger rounds (:func:`gpusched.agents.bc.dagger_v1`) through Cluster-v1: the clone drives, the
     teacher labels, the data are pooled and the clone refitted; the figures of each round."""
     from gpusched.agents.adapter import predict
-    from gpusched.agents.bc import accuracy, clone, dagger_v1
+    from gpusched.agents.bc import accuracy, clone, dagger_v1, pool
     from gpusched_env.envs.cluster_v1 import ClusterV1Env
     from gpusched_env.metrics import compute_metrics
 
@@ -663,7 +663,7 @@ def _dagger_rounds(rounds: int, scn: Scenario, kwargs: dict[str, Any], model: An
     for r in range(rounds):
         t0 = time.perf_counter()
         new = dagger_v1(env, teach, lambda obs, mask: predict(model, obs, mask, masked), episodes, seed + 1000 * (r + 1))
-        data = {k: np.concatenate([data[k], new[k]]) for k in ("obs", "mask", "action")}
+        data = pool(data, new)
         losses = clone(model.policy, data, *fit)
         jct = [compute_metrics(res) for res in new["results"]]
         out.append({"round": r + 1, "steps": new["steps"], "labelled": new["labelled"],

@@ -162,6 +162,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
 
     metadata: dict[str, Any] = {"render_modes": []}
     _every_tick = False  # every round tick a candidate decision point in agent mode (Cluster-v1)
+    _own_tokens = False  # a subclass that builds its own token observation (Cluster-v1)
 
     def __init__(
         self,
@@ -222,8 +223,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.tokens = bool(tokens)
         self.max_nodes, self.max_queue = int(max_nodes), int(max_queue)
         if self.tokens:  # sets of node and slot rows (gpusched_env/envs/tokens.py)
-            if type(self) is not ClusterEnv:
-                raise ValueError(f"tokens is built for gpusched/Cluster-v0 only, not {type(self).__name__}")
+            if type(self) is not ClusterEnv and not self._own_tokens:
+                raise ValueError(f"tokens is built for gpusched/Cluster-v0 and -v1 only, not {type(self).__name__}")
             check_sizes(self.topo.n_nodes, self.k, self.max_nodes, self.max_queue)
             self.n_actions = self.max_queue * len(self.option_set) + 1
             self.action_space = spaces.Discrete(self.n_actions)
@@ -303,6 +304,10 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         if self.tokens:
             return pad_mask(self.builder.mask(), self.k, len(self.option_set), self.max_queue)
         return self.builder.mask()
+
+    def _window_action(self, a: int) -> int:
+        """A token action as the decision builder's action (:func:`~gpusched_env.envs.tokens.window_action`)."""
+        return window_action(a, self.k, len(self.option_set), self.max_queue)
 
     def view(self) -> ClusterView:
         assert self.sim is not None
@@ -416,7 +421,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             raise RuntimeError("this episode was reset in passthrough mode: use step_decisions()")
         a = int(action)
         if self.tokens:
-            a = window_action(a, self.k, len(self.option_set), self.max_queue)
+            a = self._window_action(a)
         b = self.builder
         self._steps += 1
         self._acts_here += 1

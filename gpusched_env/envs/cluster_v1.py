@@ -10,6 +10,15 @@ from gymnasium import spaces
 from gpusched_env.envs.cluster import ClusterEnv
 from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
+from gpusched_env.envs.tokens import (
+    DEFAULT_MAX_RUNNING,
+    check_sizes_v1,
+    pad_mask_v1,
+    to_tokens_v1,
+    token_action_v1,
+    token_space_v1,
+    window_action_v1,
+)
 from gpusched_env.rounds import RoundClock
 from gpusched_env.scenario import Scenario
 
@@ -37,9 +46,9 @@ class ClusterV1Env(ClusterEnv):
 
     ## Action Space
 
-    ``Discrete(K*P + R + R*P + 1)`` (``R*P`` only with ``migrations``): start pending slot ``s``
-    with placement option ``o`` (``s*P + o``); preempt running slot ``i`` (``K*P + i``); re-place
-    running slot ``i`` with option ``o``; "done". Slots (:mod:`gpusched_env.envs.preempt`): ``K =
+    ``Discrete(K*P + R + 1)``: start slot ``s`` (a queued or lifted job) with placement option ``o``
+    (``s*P + o``); lift running slot ``i`` (``K*P + i``): preempted at "done" unless restarted (same
+    GPUs: kept; other GPUs: migrated) in the same batch; "done". Slots (:mod:`gpusched_env.envs.preempt`): ``K =
     queue_slots`` pending jobs (the first ``fifo_slots`` by arrival, then the least service key),
     ``R = running_slots`` running jobs (largest service key first). Service key: attained
     GPU-seconds (LAS's) unless ``clairvoyant``, then remaining work (SRTF's). ``action_masks()`` and
@@ -57,6 +66,11 @@ class ClusterV1Env(ClusterEnv):
     work and remaining time — in the numbers and in the window order — so the agent sees what LAS and
     Tiresias see (attained service, size, waiting time); ``clairvoyant=True`` exposes them (what SJF
     and SRTF use). ``info["round"]`` says whether the point is a round point.
+
+    ``tokens=True``: the same numbers as sets (:mod:`gpusched_env.envs.tokens`): a ``Dict`` of node
+    rows padded to ``max_nodes``, start-slot rows padded to ``max_queue``, running-slot rows padded to
+    ``max_running``, a node presence mask and the global row, and ``Discrete(max_queue*P +
+    max_running + 1)`` actions, so one set network fits any cluster size and window.
 
     ## Rewards
 
@@ -76,17 +90,20 @@ class ClusterV1Env(ClusterEnv):
     ## Arguments
 
     Those of v0 (``queue_slots`` default 12, ``fifo_slots`` 4, ``max_actions_per_decision`` 128),
-    plus ``running_slots`` R (8), ``clairvoyant`` (False), ``migrations`` (True).
+    plus ``running_slots`` R (8), ``clairvoyant`` (False), ``migrations`` (True), ``max_running`` (16,
+    the token observation's running-slot padding).
 
     ## Version History
 
     * v1: preemption and re-placement (migration) of running jobs at round points; running jobs in
       the window; clairvoyant / non-clairvoyant observation (``clairvoyant``), attained service and
-      restarts observed; every round tick is a candidate decision point.
+      restarts observed; every round tick is a candidate decision point. Token observation
+      (``tokens``): running jobs as a third set, one lift action per running row.
     * v0: initial version (starts only).
     """
 
     _every_tick = True
+    _own_tokens = True
 
     def __init__(
         self,
@@ -98,6 +115,7 @@ class ClusterV1Env(ClusterEnv):
         queue_slots: int = 12,
         fifo_slots: int = 4,
         max_actions_per_decision: int = 128,
+        max_running: int = DEFAULT_MAX_RUNNING,
         **v0_args: Any,
     ) -> None:
         """v1's own arguments; every other keyword is :class:`ClusterEnv`'s, passed on unchanged (three
@@ -116,6 +134,13 @@ class ClusterV1Env(ClusterEnv):
         self.observation_space = spaces.Box(
             OBS_LOW, OBS_HIGH, (obs_size_v1(self.topo.n_nodes, self.k, self.r),), dtype=np.float32
         )
+        self.max_running = int(max_running)
+        if self.tokens:  # sets of node, start-slot and running-slot rows (gpusched_env/envs/tokens.py)
+            check_sizes_v1(self.topo.n_nodes, self.k, self.r, self.max_nodes, self.max_queue, self.max_running)
+            self.n_actions = self.max_queue * len(self.option_set) + self.max_running + 1
+            self.action_space = spaces.Discrete(self.n_actions)
+            self.observation_space = token_space_v1(  # type: ignore[assignment]
+                self.max_nodes, self.max_queue, self.max_running)
         self.builder: PreemptBuilder | None = None  # type: ignore[assignment]
         self._clock = RoundClock(self.default_round_s)
 
@@ -124,6 +149,29 @@ class ClusterV1Env(ClusterEnv):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         self._clock = RoundClock((options or {}).get("round_s", self.default_round_s))
         return super().reset(seed=seed, options=options)
+
+    def builder_obs(self) -> Any:
+        if not self.tokens:
+            return super().builder_obs()
+        assert self.builder is not None
+        return to_tokens_v1(self.builder.observe(), self.topo.n_nodes, self.k, self.r,
+                            self.max_nodes, self.max_queue, self.max_running)
+
+    def action_masks(self) -> np.ndarray:
+        if not self.tokens or self.builder is None:
+            return super().action_masks()
+        return pad_mask_v1(self.builder.mask(), self.k, self.r, len(self.option_set), self.max_queue,
+                           self.max_running)
+
+    def _window_action(self, a: int) -> int:
+        return window_action_v1(a, self.k, self.r, len(self.option_set), self.max_queue, self.max_running)
+
+    def token_action(self, a: int) -> int:
+        """A window action of the decision builder (``K*P + R + 1``) as this env's action: the same
+        index for a flat env, the token action with ``tokens`` (:func:`~gpusched_env.envs.tokens.token_action_v1`)."""
+        if not self.tokens:
+            return a
+        return token_action_v1(a, self.k, self.r, len(self.option_set), self.max_queue, self.max_running)
 
     def _build(self, is_round: bool) -> PreemptBuilder:
         assert self.sim is not None

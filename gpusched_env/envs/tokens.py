@@ -1,4 +1,4 @@
-"""Token observation of ``gpusched/Cluster-v0`` (``tokens=True``): the cluster's nodes and the queue
+"""Token observations of ``gpusched/Cluster-v0`` and ``gpusched/Cluster-v1`` (``tokens=True``): the cluster's nodes and the queue
 window as sets of feature rows, so one set network (:mod:`gpusched.agents.set_extractor`) runs on any
 cluster size and queue length.
 
@@ -23,9 +23,11 @@ from gymnasium import spaces
 
 from gpusched_env.envs.kernels import GLOBAL_FEATURES, NODE_FEATURES, SLOT_FEATURES
 from gpusched_env.envs.observe import OBS_HIGH, OBS_LOW
+from gpusched_env.envs.preempt import GLOBAL_FEATURES_V1, NODE_FEATURES_V1, SLOT_FEATURES_V1
 
 DEFAULT_MAX_NODES = 64  # choice: covers 16x4, 16x8 and 48-GPU clusters of up to 64 nodes
 DEFAULT_MAX_QUEUE = 32  # choice: twice the default window (queue_slots = 16)
+DEFAULT_MAX_RUNNING = 16  # choice: twice Cluster-v1's default running window (running_slots = 8)
 
 
 def check_sizes(n_nodes: int, k: int, max_nodes: int, max_queue: int) -> None:
@@ -76,3 +78,77 @@ def window_action(action: int, k: int, n_opts: int, max_queue: int) -> int:
     if action >= k * n_opts:
         return k * n_opts + 1 + action
     return action
+
+
+# -- Cluster-v1 --------------------------------------------------------------------------------
+def check_sizes_v1(n_nodes: int, k: int, r: int, max_nodes: int, max_queue: int, max_running: int) -> None:
+    """:func:`check_sizes`, and ``max_running`` >= ``running_slots``."""
+    check_sizes(n_nodes, k, max_nodes, max_queue)
+    if max_running < r:
+        raise ValueError(f"max_running must be >= running_slots ({r}), got {max_running}")
+
+
+def token_space_v1(max_nodes: int, max_queue: int, max_running: int) -> spaces.Dict:
+    """The observation space of Cluster-v1's token observation."""
+    box = lambda *shape: spaces.Box(OBS_LOW, OBS_HIGH, shape, dtype=np.float32)  # noqa: E731
+    return spaces.Dict({
+        "nodes": box(max_nodes, NODE_FEATURES_V1),
+        "node_mask": spaces.Box(0.0, 1.0, (max_nodes,), dtype=np.float32),
+        "slots": box(max_queue, SLOT_FEATURES_V1),
+        "running": box(max_running, SLOT_FEATURES_V1),
+        "glob": box(GLOBAL_FEATURES_V1),
+    })
+
+
+def to_tokens_v1(flat: np.ndarray, n_nodes: int, k: int, r: int,
+                 max_nodes: int, max_queue: int, max_running: int) -> dict[str, np.ndarray]:
+    """The token observation of a flat Cluster-v1 observation (``n_nodes`` nodes, ``k`` start and
+    ``r`` running slots)."""
+    nf, sf = NODE_FEATURES_V1, SLOT_FEATURES_V1
+    nodes = np.zeros((max_nodes, nf), dtype=np.float32)
+    nodes[:n_nodes] = flat[: n_nodes * nf].reshape(n_nodes, nf)
+    node_mask = np.zeros(max_nodes, dtype=np.float32)
+    node_mask[:n_nodes] = 1.0
+    a = n_nodes * nf
+    slots = np.zeros((max_queue, sf), dtype=np.float32)
+    slots[:k] = flat[a: a + k * sf].reshape(k, sf)
+    a += k * sf
+    running = np.zeros((max_running, sf), dtype=np.float32)
+    running[:r] = flat[a: a + r * sf].reshape(r, sf)
+    glob = np.array(flat[a + r * sf:], dtype=np.float32)
+    return {"nodes": nodes, "node_mask": node_mask, "slots": slots, "running": running, "glob": glob}
+
+
+def pad_mask_v1(mask: np.ndarray, k: int, r: int, n_opts: int, max_queue: int, max_running: int) -> np.ndarray:
+    """A Cluster-v1 window mask ``(k x P + r + 1,)`` as a token-action mask
+    ``(max_queue x P + max_running + 1,)``."""
+    out = np.zeros(max_queue * n_opts + max_running + 1, dtype=np.bool_)
+    out[: k * n_opts] = mask[: k * n_opts]
+    lift = max_queue * n_opts
+    out[lift: lift + r] = mask[k * n_opts: k * n_opts + r]
+    out[-1] = mask[-1]
+    return out
+
+
+def window_action_v1(action: int, k: int, r: int, n_opts: int, max_queue: int, max_running: int) -> int:
+    """A Cluster-v1 token action as the window's action (a padded start or running slot maps past
+    "done", which the builder treats as invalid)."""
+    n_win = k * n_opts + r + 1
+    lift = max_queue * n_opts
+    if action == lift + max_running:
+        return n_win - 1
+    if action >= lift:
+        i = action - lift
+        return k * n_opts + i if i < r else n_win + action
+    if action >= k * n_opts:
+        return n_win + action
+    return action
+
+
+def token_action_v1(action: int, k: int, r: int, n_opts: int, max_queue: int, max_running: int) -> int:
+    """A Cluster-v1 window action (``k x P + r + 1``) as the token action (:func:`window_action_v1`
+    inverted)."""
+    if action < k * n_opts:
+        return action
+    i = action - k * n_opts
+    return max_queue * n_opts + (i if i < r else max_running)

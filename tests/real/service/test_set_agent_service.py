@@ -1,5 +1,5 @@
-"""A set-network checkpoint (agent=maskable_ppo_set) drives the service on a cluster of another shape
-than it was trained on (local engine): every job finishes, each exactly once."""
+"""A set-network checkpoint (agent=maskable_ppo_set, on Cluster-v0 or the preemptive Cluster-v1) drives the
+service on a cluster of another shape than it was trained on (local engine): every job finishes, each exactly once."""
 
 from __future__ import annotations
 
@@ -39,18 +39,40 @@ def tiny_set_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def tiny_v1_set_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A preemptive set model (gpusched/Cluster-v1 tokens) for synthetic_small, as initialised."""
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    from gpusched.agents.set_extractor import SetPolicy
+
+    torch.set_num_threads(1)
+    pad = {"max_nodes": 8, "max_queue": 16, "max_running": 8}
+    env = gym.make("gpusched/Cluster-v1", scenario="synthetic_small", tokens=True, **pad)
+    model = MaskablePPO(SetPolicy, env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu",
+                        policy_kwargs={"hidden": 16})
+    path = tmp_path_factory.mktemp("set_v1") / "model.zip"
+    model.save(str(path))
+    write_meta(path, {"algo": "maskable_ppo", "env_id": "gpusched/Cluster-v1", "scenario": "synthetic_small",
+                      "env": {"tokens": True, **pad}})
+    return path
+
+
 SHIPPED = sorted(n for n, e in manifest().items() if e["agent"] == "maskable_ppo_set")
 
 
 @pytest.mark.slow  # ~1 min on a loaded 2-core machine (torch and the model's env built once)
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("which", ["tiny", *(f"pretrained:{n}" for n in SHIPPED)])
-def test_a_set_checkpoint_drives_the_service_on_another_shape(tmp_path: Path, tiny_set_model: Path, which: str,
+@pytest.mark.parametrize("which", ["tiny", "tiny_v1", *(f"pretrained:{n}" for n in SHIPPED)])
+def test_a_set_checkpoint_drives_the_service_on_another_shape(tmp_path: Path, tiny_set_model: Path,
+                                                              tiny_v1_set_model: Path, which: str,
                                                               shape: tuple[int, int]) -> None:
     done = tmp_path / "done.txt"
     ids = submit(tmp_path, [ticks_spec(done, 1 + i % 3, g) for i, g in enumerate(SIZES)])
-    agent_path = str(tiny_set_model) if which == "tiny" else which
-    scenario = "synthetic_small" if which == "tiny" else manifest()[which.split(":", 1)[1]]["scenario"]
+    tiny = {"tiny": tiny_set_model, "tiny_v1": tiny_v1_set_model}
+    agent_path = str(tiny[which]) if which in tiny else which
+    scenario = "synthetic_small" if which in tiny else manifest()[which.split(":", 1)[1]]["scenario"]
     svc = service(tmp_path, policy="agent", agent_path=agent_path, scenario=scenario, nodes=shape[0], devices_per_node=shape[1])
     svc.run()
     rows = JobQueue(tmp_path).jobs()

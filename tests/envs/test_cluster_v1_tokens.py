@@ -1,0 +1,176 @@
+"""gpusched/Cluster-v1 with ``tokens=True``: the token observation against the flat one by hand on a toy
+scenario, token actions (start, lift, "done") with their padding, and preempting heuristics replayed
+through the token env exactly as through the flat one."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import gpusched_env  # noqa: F401  (registers the envs)
+from gpusched.agents.bc import collect_v1, make_teacher, play_v1
+from gpusched_env.catalog import MODELS
+from gpusched_env.cluster.build import simulate
+from gpusched_env.envs import ClusterV1Env
+from gpusched_env.envs.tokens import token_action_v1, window_action_v1
+from gpusched_env.metrics import compute_metrics
+from gpusched_env.scenario import load_scenario
+from gpusched_env.types import Preempt
+
+T = MODELS["resnet50"].base_iter_s
+
+
+def toy(jobs, gpus=1, restart_s=30.0, round_s=100.0):
+    """A one-node scenario without variability, inline jobs ``(arrival, GPUs, iterations)``."""
+    return load_scenario({
+        "name": "toy", "round_s": round_s,
+        "cluster": {"nodes": [{"count": 1, "gpus_per_node": gpus, "gpu_type": "V100", "gpu_mem_gb": 32.0}],
+                    "max_jobs_per_gpu": 1},
+        "workload": {"kind": "inline", "jobs": [
+            {"job_id": i, "arrival_s": a, "num_gpus": g, "work_iters": w, "model": "resnet50"}
+            for i, (a, g, w) in enumerate(jobs)]},
+        "model": {"variability": {"mode": "none"}, "restart_cost_s": restart_s, "start_cost_s": 0.0},
+    })
+
+
+# toy windows: K = 2 start slots, R = 2 running slots, P = 1 option (packed); padded to 3 nodes, 4 start
+# slots and 3 running slots. Token actions: start slot s -> s (0..3), lift running slot i -> 4 + i
+# (4..6), "done" -> 7. Flat v1 observation of the one-node toy: node 0 = [0:8], start slot 0 = [8:25],
+# start slot 1 = [25:42], running slot 0 = [42:59], running slot 1 = [59:76], global = [76:86].
+ARGS = {"options": ["packed"], "queue_slots": 2, "fifo_slots": 1, "running_slots": 2}
+PAD = {"max_nodes": 3, "max_queue": 4, "max_running": 3}
+
+
+def _pair(scn):
+    flat, tok = ClusterV1Env(scn, **ARGS), ClusterV1Env(scn, tokens=True, **ARGS, **PAD)
+    fo, fi = flat.reset(options={"workload": 0, "run_seed": 0})
+    to, ti = tok.reset(options={"workload": 0, "run_seed": 0})
+    return flat, tok, (fo, fi), (to, ti)
+
+
+def _same_numbers(flat_obs, tok_obs):
+    """The token rows are the flat observation's blocks at the offsets written above, the rest zeros."""
+    assert flat_obs.shape == (86,)
+    np.testing.assert_array_equal(tok_obs["nodes"][0], flat_obs[0:8])
+    np.testing.assert_array_equal(tok_obs["nodes"][1:], 0.0)
+    np.testing.assert_array_equal(tok_obs["node_mask"], [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(tok_obs["slots"][0], flat_obs[8:25])
+    np.testing.assert_array_equal(tok_obs["slots"][1], flat_obs[25:42])
+    np.testing.assert_array_equal(tok_obs["slots"][2:], 0.0)
+    np.testing.assert_array_equal(tok_obs["running"][0], flat_obs[42:59])
+    np.testing.assert_array_equal(tok_obs["running"][1], flat_obs[59:76])
+    np.testing.assert_array_equal(tok_obs["running"][2], 0.0)
+    np.testing.assert_array_equal(tok_obs["glob"], flat_obs[76:86])
+
+
+def test_spaces_do_not_depend_on_the_cluster():
+    for scn in ("synthetic_small", "synthetic_philly"):  # 2 and 16 nodes
+        env = gym.make("gpusched/Cluster-v1", scenario=scn, tokens=True)
+        space = env.observation_space
+        assert {k: s.shape for k, s in space.spaces.items()} == {
+            "nodes": (64, 8), "node_mask": (64,), "slots": (32, 17), "running": (16, 17), "glob": (10,)}
+        assert env.action_space.n == 32 * 5 + 16 + 1
+
+
+def test_padding_too_small_is_refused():
+    with pytest.raises(ValueError, match=r"^max_running must be >= running_slots \(8\), got 4"):
+        ClusterV1Env("synthetic_small", tokens=True, max_running=4)
+    with pytest.raises(ValueError, match=r"^max_nodes must be >= the cluster's 16 nodes"):
+        ClusterV1Env("synthetic_philly", tokens=True, max_nodes=8)
+
+
+def test_token_actions_map_to_window_actions():
+    # K=2, R=2, P=1 padded to 4 and 3: starts 0,1 -> 0,1; lifts 4,5 -> 2,3; done 7 -> 4; padding past done
+    assert [window_action_v1(a, 2, 2, 1, 4, 3) for a in range(8)] == [0, 1, 7, 8, 2, 3, 11, 4]
+    assert [token_action_v1(a, 2, 2, 1, 4, 3) for a in range(5)] == [0, 1, 4, 5, 7]
+
+
+def test_token_observation_against_the_flat_one_by_hand():
+    """The one-GPU preemption toy (tests/envs/test_cluster_v1.py): J0 (1000 iterations) at 0, J1 (200)
+    at 10; the flat and the token env stepped with the same actions, every observation compared
+    block by block, and the features by hand at three points."""
+    flat, tok, (fo, fi), (to, ti) = _pair(toy([(0.0, 1, 1000), (10.0, 1, 200)]))
+    _same_numbers(fo, to)
+    # t = 0, round point: J0 queued on a free one-GPU node
+    np.testing.assert_array_equal(to["nodes"][0][[0, 1, 7]], [1.0, 1.0, 0.0])  # free share, up share, slots used
+    s0 = to["slots"][0]
+    assert (s0[0], s0[1], s0[2], s0[11], s0[13]) == (1.0, 0.0, 1.0, 1.0, 1.0)  # present, queued, log2(2)/log2(2), fits, 1 GPU / 1 free
+    assert s0[3:7].sum() == 1.0 and s0[8] == 0.0  # one class; no service yet
+    assert to["glob"][4] == pytest.approx(math.log1p(1) / 5.0) and to["glob"][8] == 1.0  # one queued; round
+    assert np.flatnonzero(ti["action_mask"]).tolist() == [0]  # only "start J0" ("done" would idle the GPU)
+
+    fo, *_, fi = flat.step(0)
+    to, *_, ti = tok.step(0)
+    _same_numbers(fo, to)
+    # t = 100, round point: J0 runs (100 s = 100 GPU-s of service), J1 waits (90 s)
+    assert ti["time_s"] == pytest.approx(100.0) and ti["round"]
+    r0 = to["running"][0]
+    assert (r0[0], r0[1]) == (1.0, 1.0)  # present, running
+    assert r0[8] == pytest.approx(math.log1p(100 / 3600), rel=1e-6)  # attained GPU-h
+    assert r0[11] == pytest.approx(math.log1p(100 / 3600), rel=1e-6)  # hours on its GPUs
+    assert to["slots"][0][7] == pytest.approx(math.log1p(90 / 3600), rel=1e-6)  # J1's time in system
+    assert to["slots"][0][11] == 0.0  # J1 does not fit
+    assert np.flatnonzero(ti["action_mask"]).tolist() == [4, 7]  # lift running slot 0, or "done"
+    np.testing.assert_array_equal(fi["action_mask"], [False, False, True, False, True])
+
+    fo, *_, fi = flat.step(2)  # lift J0: window action K*P + 0
+    to, *_, ti = tok.step(4)  # the same as a token action
+    _same_numbers(fo, to)
+    assert tok.builder.decisions == [Preempt(0)]
+    assert to["slots"][0][16] == 1.0 and to["slots"][1][16] == 0.0  # J0 (slot 0, by arrival) lifted
+    np.testing.assert_array_equal(to["running"], 0.0)  # nothing runs in the working state
+    assert to["glob"][9] == pytest.approx(math.log1p(1) / 3.0)  # one lift in this batch
+    assert np.flatnonzero(ti["action_mask"]).tolist() == [0, 1]  # restart J0 or start J1; "done" would idle
+
+    fo, *_, fi = flat.step(1)  # start J1 (slot 1)
+    to, *_, ti = tok.step(1)
+    _same_numbers(fo, to)
+    over = False
+    while not over:  # the rest: the first valid action in both
+        a = int(np.flatnonzero(ti["action_mask"])[0])
+        fo, fr, fterm, ftrunc, fi = flat.step(int(window_action_v1(a, 2, 2, 1, 4, 3)))
+        to, tr, term, trunc, ti = tok.step(a)
+        assert (fr, fterm, ftrunc) == (tr, term, trunc)
+        _same_numbers(fo, to)
+        over = term or trunc
+    fin = {r.job.job_id: r.finish_s for r in tok.result().records}
+    assert fin[1] == pytest.approx(100 + 200 * T)
+    assert fin[0] == pytest.approx(1200 * T + 30.0)  # preempted once, one restart cost
+    assert tok.episode_return == flat.episode_return
+
+
+def test_padded_actions_are_invalid_no_ops():
+    _, tok, _, _ = _pair(toy([(0.0, 1, 1000), (10.0, 1, 200)]))
+    for a in (2, 3, 6):  # start slots past K, running slot past R
+        _, r, *_, info = tok.step(a)
+        assert info["invalid_action"] and r == -1.0
+    assert tok.invalid_actions == 3
+
+
+@pytest.mark.parametrize(("name", "clairvoyant"), [("las", False), ("tiresias", False), ("srtf", True)])
+def test_preempting_heuristic_replayed_through_tokens_equals_bench(name, clairvoyant):
+    """A teacher's batches are expressible as token actions: LAS / Tiresias / SRTF through the token
+    env give the bench's own result (synthetic_small, 2 x 4 GPUs, padded to 8 nodes)."""
+    scn = load_scenario("synthetic_small")
+    env = ClusterV1Env(scn, clairvoyant=clairvoyant, tokens=True, max_nodes=8)
+    res = play_v1(env, make_teacher(name, scn, 0), workload=0, run_seed=0)
+    _, bench_res = simulate(scn, make_teacher(name, scn, 0), 0, 0)
+    m = compute_metrics(res)
+    assert m == compute_metrics(bench_res)
+    assert m["preemptions"] > 0 and env.invalid_actions == 0
+
+
+def test_bc_data_of_the_token_env_are_the_flat_data_regrouped():
+    scn = load_scenario("synthetic_small")
+    flat = collect_v1(ClusterV1Env(scn), lambda rs: make_teacher("las", scn, rs), 1, 3)
+    env = ClusterV1Env(scn, tokens=True, max_nodes=8, max_queue=16, max_running=8)
+    tok = collect_v1(env, lambda rs: make_teacher("las", scn, rs), 1, 3)
+    n = len(flat["action"])
+    assert n > 0 and tok["obs"]["slots"].shape == (n, 16, 17) and tok["mask"].shape == (n, 16 * 5 + 8 + 1)
+    np.testing.assert_array_equal(tok["obs"]["running"].reshape(n, -1), flat["obs"][:, 16 + 12 * 17: 16 + 20 * 17])
+    want = [token_action_v1(int(a), 12, 8, 5, 16, 8) for a in flat["action"]]
+    assert tok["action"].tolist() == want
+    assert tok["mask"][np.arange(n), tok["action"]].all()
