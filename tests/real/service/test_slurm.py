@@ -196,6 +196,7 @@ def test_a_preempted_job_is_stopped_by_slurm_and_resumes_from_its_checkpoint(slu
     assert (job, restart) == (str(j), "1") and 0 < int(first) < 80  # resumed from its step counter
 
 
+@pytest.mark.slow  # the same recovery on the local engine: test_recovery.py; foreign GPUs on Slurm: held jobs above
 def test_kill_9_and_restart_on_slurm_loses_nothing_and_leaves_a_hand_submitted_job_alone(
         slurm: LocalSlurm, tmp_path: Path) -> None:
     import sys
