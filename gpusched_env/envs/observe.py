@@ -31,14 +31,22 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpusched_env.catalog import base_iter_s
-from gpusched_env.envs.kernels import GLOBAL_FEATURES, NODE_FEATURES, SLOT_FEATURES, fill_observation
+from gpusched_env.envs.kernels import (
+    ARRIVAL_COL,
+    GLOBAL_FEATURES,
+    NODE_FEATURES,
+    OBS_HIGH,
+    OBS_LOW,
+    SLOT_FEATURES,
+    fill_observation,
+)
 from gpusched_env.envs.options import OptionSet, WorkingState
 from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView
 
-OBS_LOW, OBS_HIGH = -1.0, 10.0
+__all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
 
 
@@ -48,7 +56,8 @@ def obs_size(n_nodes: int, k: int) -> int:
 
 class JobCache:
     """Static numbers kept across decision points of one run: per job (dense arrays by job id:
-    work estimate in hours, GPUs, class, arrival, the static slot features), filled for the whole
+    work estimate in hours, GPUs, class, the static slot features with the arrival in hours in
+    column ``ARRIVAL_COL``), filled for the whole
     run at reset by the env (:meth:`fill`) or as jobs are first seen (:meth:`see`), and whether any
     known job constrains its GPUs (type or memory), which turns the exact fit check on."""
 
@@ -57,14 +66,14 @@ class JobCache:
         self.clear()
 
     def clear(self) -> None:
-        self.slot = np.zeros((0, SLOT_FEATURES))  # static slot features by job id (wait, fits: 0)
+        self.slot = np.zeros((0, SLOT_FEATURES))  # static slot features by job id (fits: 0; arrival h)
         self.work = np.full(0, np.nan)
         self.gpus = np.zeros(0, dtype=np.int64)
         self.cls = np.zeros(0, dtype=np.int64)
-        self.arrival_h = np.zeros(0)
         self.mem = np.zeros(0)
-        self.gpus_l: list[int] = []  # Python mirrors of gpus and mem (scalar reads in the mask)
-        self.mem_l: list[float] = []
+        self.gpus_l: list[int] = []  # Python mirrors of gpus, mem and work (scalar reads in the
+        self.mem_l: list[float] = []  # mask and the window)
+        self.work_l: list[float] = []
         self.constrained = False
         self._seen: set[int] = set()
         self.whole_run = False  # every job the run will show is known (skip the check in see)
@@ -78,7 +87,7 @@ class JobCache:
 
     def _grow(self, top: int) -> None:
         size = max(top, 2 * self.work.size)
-        for name, fill in (("work", np.nan), ("gpus", 0), ("cls", 0), ("arrival_h", 0.0), ("mem", 0.0)):
+        for name, fill in (("work", np.nan), ("gpus", 0), ("cls", 0), ("mem", 0.0)):
             old = getattr(self, name)
             grown = np.full(size, fill, dtype=old.dtype)
             grown[: old.size] = old
@@ -89,6 +98,7 @@ class JobCache:
         grow = size - len(self.gpus_l)
         self.gpus_l += [0] * grow
         self.mem_l += [0.0] * grow
+        self.work_l += [math.nan] * grow
 
     def fill(self, jobs: Sequence[Job], topo: Topology, whole_run: bool = False) -> None:
         """Record the static numbers of ``jobs`` (one array operation per field; a run's whole
@@ -112,16 +122,17 @@ class JobCache:
         self.work[ids] = work
         self.gpus[ids] = gpus
         self.cls[ids] = cls
-        self.arrival_h[ids] = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs)) / 3600.0
         self.mem[ids] = mem
-        gpus_l, mem_l = self.gpus_l, self.mem_l
-        for i, g, m in zip(ids.tolist(), gpus.tolist(), mem.tolist(), strict=True):
+        gpus_l, mem_l, work_l = self.gpus_l, self.mem_l, self.work_l
+        for i, g, m, w in zip(ids.tolist(), gpus.tolist(), mem.tolist(), work.tolist(), strict=True):
             gpus_l[i] = g
             mem_l[i] = m
+            work_l[i] = w
         block = np.zeros((len(jobs), SLOT_FEATURES))
         block[:, 0] = 1.0
         block[:, 1] = np.log2(1.0 + gpus) / math.log2(1.0 + topo.n_gpus)
         block[np.arange(len(jobs)), 2 + cls] = 1.0
+        block[:, ARRIVAL_COL] = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs)) / 3600.0
         block[:, 7] = np.log1p(work)
         block[:, 10] = gpus  # scaled by 1 / free GPUs when observed
         self.slot[ids] = block
@@ -144,9 +155,8 @@ class _Layout:
         self.n_gpus = topo.n_gpus
         self.gpu_node = np.ascontiguousarray(topo.gpu_node, dtype=np.int64)
         inv = 1.0 / topo.node_sizes
-        self.inv_size = inv
-        self.scale_power = inv / 300.0  # mean GPU power / 300 W
-        self.scale_jobs = inv / max_jobs  # job slots used
+        # rows: free and up GPU shares, mean GPU power / 300 W, job slots used (one kernel argument)
+        self.node_scale = np.ascontiguousarray(np.stack([inv, inv / 300.0, inv / max_jobs]), dtype=np.float64)
         self.size = topo.n_nodes * NODE_FEATURES
 
 
@@ -176,7 +186,7 @@ class DecisionBuilder:
         self._pending: Sequence[Job] = view.pending
         cache.see(view.pending_ids, view)
         self._ids: list[int] = list(view.pending_ids)  # this point's queue (the backend's list changes on apply)
-        self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
+        self._order: list[int] | None = None  # pending positions past the FIFO part by work (stable)
         self._gone: set[int] = set()  # pending positions started in this batch
         self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
@@ -221,9 +231,11 @@ class DecisionBuilder:
         need = self.k - len(win)
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
             cut = win[-1] if win else -1
-            if self._order is None:
-                self._order = np.argsort(self.cache.work[ids], kind="stable")
-            head = self._order[: self.k + len(gone)].tolist()
+            if self._order is None:  # the positions after the FIFO part by work (stable); the
+                # FIFO part only moves later within a batch, so this order keeps every candidate
+                work = list(map(self.cache.work_l.__getitem__, ids))
+                self._order = sorted(range(cut + 1, n), key=work.__getitem__)
+            head = self._order[: self.k + len(gone)]
             win += [o for o in head if o > cut and o not in gone][:need]
         self._win = win
         self._win_ids = [ids[p] for p in win]
@@ -310,14 +322,13 @@ class DecisionBuilder:
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
         obs = np.empty(lay.size + self.k * SLOT_FEATURES + GLOBAL_FEATURES, dtype=np.float32)
         fill_observation(  # the global row's scalars one by one (a tuple argument costs more to pass)
-            obs, lay.gpu_node, lay.inv_size, lay.scale_power, lay.scale_jobs, free, view.up,
-            view.gpu_power_w, n_res, view.slowdown, cache.slot, cache.arrival_h,
-            np.array(self._win_ids, dtype=np.int64),
-            np.frombuffer(bytes([e + 2 * s for e, s in zip(ex_ok, sh_ok, strict=True)]), dtype=np.uint8),
+            obs, lay.gpu_node, lay.node_scale, free, view.up, view.gpu_power_w, n_res, view.slowdown,
+            cache.slot,  # the window's ids, then their fit codes, in one array
+            np.array(self._win_ids + [e + 2 * s for e, s in zip(ex_ok, sh_ok, strict=True)], dtype=np.int64),
             now / 3600.0, self._n_free,
             math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
             math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
-            self._demand / n_gpus, math.log1p(n_dec) / 3.0, OBS_LOW, OBS_HIGH,
+            self._demand / n_gpus, math.log1p(n_dec) / 3.0,
         )
         self._obs = obs
         return obs
