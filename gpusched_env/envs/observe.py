@@ -25,8 +25,9 @@ Observation (float32, every entry finite and clipped to ``[-1, 10]``), concatena
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -59,7 +60,14 @@ class JobCache:
     work estimate in hours, GPUs, class, the static slot features with the arrival in hours in
     column ``ARRIVAL_COL``), filled for the whole
     run at reset by the env (:meth:`fill`) or as jobs are first seen (:meth:`see`), and whether any
-    known job constrains its GPUs (type or memory), which turns the exact fit check on."""
+    known job constrains its GPUs (type or memory), which turns the exact fit check on.
+
+    Filled for the whole run, it also ranks the run's jobs by (work estimate, arrival, id) — the
+    window's least-work order, ties in queue order — and keeps the ranks of the queued jobs sorted
+    from one decision point to the next (:meth:`queue_ranks`): new queue entries are read from the
+    view's ``enqueued``, started jobs are reported by the env (:meth:`dequeued`), and any other
+    change (a count that does not match the queue) rebuilds the list. A decision point then reads
+    its least-work jobs from the front of that list instead of sorting its queue."""
 
     def __init__(self) -> None:
         self._layout: _Layout | None = None
@@ -77,6 +85,13 @@ class JobCache:
         self.constrained = False
         self._seen: set[int] = set()
         self.whole_run = False  # every job the run will show is known (skip the check in see)
+        self.rank_l: list[int] | None = None  # by job id: rank by (work, arrival, id) in the run
+        self.qrank_l: list[int] = []  # by job id: rank by (arrival, id), the queue's own order
+        self.by_rank: list[int] = []  # job id of each rank
+        self._ranked: list[int] = []  # ranks of the queued jobs, ascending
+        self._enq: Sequence[int] | None = None  # the state's ``enqueued`` list that _ranked follows
+        self._enq_seen = 0  # entries of it already in _ranked
+        self.rebuilds = 0  # times _ranked was rebuilt from a queue (once per run when in step)
 
     def layout(self, topo: Topology, max_jobs: int) -> _Layout:
         """The observation constants of ``topo`` (kept across runs on the same topology)."""
@@ -103,7 +118,10 @@ class JobCache:
     def fill(self, jobs: Sequence[Job], topo: Topology, whole_run: bool = False) -> None:
         """Record the static numbers of ``jobs`` (one array operation per field; a run's whole
         job list at reset, ``whole_run=True``, or the jobs a view shows that are not known yet)."""
+        first = whole_run and not self._seen
         self.whole_run |= whole_run
+        self.rank_l = None  # ranked below when these are the run's jobs
+        self._enq = None
         if not jobs:
             return
         ids = np.fromiter((j.job_id for j in jobs), dtype=np.int64, count=len(jobs))
@@ -139,6 +157,46 @@ class JobCache:
         min_mem = topo.min_gpu_mem_gb
         self.constrained |= bool((mem > min_mem).any()) or any(j.gpu_type is not None for j in jobs)
         self._seen.update(ids.tolist())
+        if first:
+            arrival = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs))
+            by_rank = ids[np.lexsort((ids, arrival, work))]
+            rank = np.full(self.work.size, -1, dtype=np.int64)
+            rank[by_rank] = np.arange(len(jobs))
+            qrank = np.full(self.work.size, -1, dtype=np.int64)
+            qrank[ids[np.lexsort((ids, arrival))]] = np.arange(len(jobs))
+            self.rank_l, self.qrank_l, self.by_rank = rank.tolist(), qrank.tolist(), by_rank.tolist()
+
+    def queue_ranks(self, view: ClusterView) -> list[int] | None:
+        """The ranks of the view's queued jobs, ascending (a list this cache keeps updating: copy
+        it to keep it); None when the run's jobs are not ranked (not filled for the whole run)."""
+        rank_l = self.rank_l
+        if rank_l is None:
+            return None
+        enq, ranked, ids = view.enqueued, self._ranked, view.pending_ids
+        if enq is not self._enq:  # another run's state: start from its queue
+            self._enq, self._enq_seen = enq, len(enq)
+            ranked[:] = sorted(map(rank_l.__getitem__, ids))
+            self.rebuilds += 1
+            return ranked
+        if len(enq) > self._enq_seen:
+            for i in enq[self._enq_seen:]:
+                bisect.insort(ranked, rank_l[i])
+            self._enq_seen = len(enq)
+        if len(ranked) != len(ids):  # left the queue unreported: rebuild
+            ranked[:] = sorted(map(rank_l.__getitem__, ids))
+            self.rebuilds += 1
+        return ranked
+
+    def dequeued(self, ids: Iterable[int]) -> None:
+        """The jobs ``ids`` left the queue (started); a job not in the list is ignored."""
+        rank_l, ranked = self.rank_l, self._ranked
+        if rank_l is None or self._enq is None:
+            return
+        for i in ids:
+            r = rank_l[i]
+            at = bisect.bisect_left(ranked, r)
+            if at < len(ranked) and ranked[at] == r:
+                del ranked[at]
 
     def see(self, ids: Sequence[int], view: ClusterView) -> None:
         """Make sure the jobs ``ids`` (all in the view's system) are known."""
@@ -183,11 +241,12 @@ class DecisionBuilder:
         self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
         self._ws: WorkingState | None = None
         self.decisions: list[Start] = []
-        self._pending: Sequence[Job] = view.pending
         cache.see(view.pending_ids, view)
         self._ids: list[int] = list(view.pending_ids)  # this point's queue (the backend's list changes on apply)
         self._order: list[int] | None = None  # pending positions past the FIFO part by work (stable)
-        self._gone: set[int] = set()  # pending positions started in this batch
+        ranked = cache.queue_ranks(view)  # kept in step with the queue at every point
+        self._ranked = None if ranked is None or len(self._ids) <= self.fifo_slots else list(ranked)
+        self._gone: set[int] = set()  # job ids started in this batch
         self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
         self.done_action = k * self.n_opts
@@ -221,24 +280,36 @@ class DecisionBuilder:
     def _refresh(self) -> None:
         """Recompute the window: the first ``fifo_slots`` jobs not started in this batch, then
         the ones with the least work among those after them. Plain lists: the window is short,
-        and a scan of the work order skips at most ``fifo_slots`` + (started) positions."""
+        and a scan of the work order skips at most ``fifo_slots`` + (started) entries. The work
+        order is the cache's ranked queue when it has one, else a sort of this point's queue."""
         ids = self._ids
         f, n, gone = self.fifo_slots, len(ids), self._gone
         if gone:  # the first f alive positions lie among the first f + len(gone)
-            win = [p for p in range(min(n, f + len(gone))) if p not in gone][:f]
+            win = [i for i in ids[: f + len(gone)] if i not in gone][:f]
         else:
-            win = list(range(min(n, f)))
+            win = ids[:f]
         need = self.k - len(win)
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
-            cut = win[-1] if win else -1
-            if self._order is None:  # the positions after the FIFO part by work (stable); the
-                # FIFO part only moves later within a batch, so this order keeps every candidate
-                work = list(map(self.cache.work_l.__getitem__, ids))
-                self._order = sorted(range(cut + 1, n), key=work.__getitem__)
-            head = self._order[: self.k + len(gone)]
-            win += [o for o in head if o > cut and o not in gone][:need]
-        self._win = win
-        self._win_ids = [ids[p] for p in win]
+            if self._ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
+                cache = self.cache
+                by_rank, qrank = cache.by_rank, cache.qrank_l
+                cut = qrank[win[-1]] if win else -1
+                for r in self._ranked:
+                    i = by_rank[r]
+                    if qrank[i] > cut and i not in gone:
+                        win.append(i)
+                        need -= 1
+                        if not need:
+                            break
+            else:
+                cut = ids.index(win[-1]) if win else -1
+                if self._order is None:  # the positions after the FIFO part by work (stable); the
+                    # FIFO part only moves later within a batch, so this order keeps every candidate
+                    work = list(map(self.cache.work_l.__getitem__, ids))
+                    self._order = sorted(range(cut + 1, n), key=work.__getitem__)
+                head = self._order[: self.k + len(gone)]
+                win += [ids[o] for o in head if o > cut and ids[o] not in gone][:need]
+        self._win_ids = win
         self._fit: tuple[list[bool], list[bool]] | None = None
         self._valid: bool | None = None
         self._mask: np.ndarray | None = None
@@ -246,8 +317,8 @@ class DecisionBuilder:
 
     @property
     def window(self) -> list[Job]:
-        pend = self._pending
-        return [pend[p] for p in self._win]
+        job = self.view.job
+        return [job(i) for i in self._win_ids]
 
     # -- mask --------------------------------------------------------------------------------
     def mask(self) -> np.ndarray:
@@ -285,7 +356,7 @@ class DecisionBuilder:
                 sh = [n <= n_sh for n in sizes]
                 for s, i in enumerate(ids):
                     if sh[s] and mem_l[i] != 0.0:
-                        sh[s] = int(np.count_nonzero(self.ws.shareable(self._pending[self._win[s]]))) >= sizes[s]
+                        sh[s] = int(np.count_nonzero(self.ws.shareable(self.view.job(i)))) >= sizes[s]
             else:
                 sh = [False] * len(ids)
         else:
@@ -345,8 +416,7 @@ class DecisionBuilder:
         if not 0 <= action < self.done_action or not self.mask()[action]:
             return None
         slot, opt = divmod(int(action), self.n_opts)
-        pos = self._win[slot]
-        job = self._pending[pos]
+        job = self.view.job(self._win_ids[slot])
         ws = self.ws
         gpus = self.options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
@@ -358,7 +428,7 @@ class DecisionBuilder:
         ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
-        self._gone.add(pos)
+        self._gone.add(job.job_id)
         self._demand -= len(gpus)
         self._n_sh = self._count_shareable()
         self._refresh()
@@ -370,7 +440,7 @@ class DecisionBuilder:
         for s, jid in enumerate(self._win_ids):
             if jid != job_id:
                 continue
-            j = self._pending[self._win[s]]
+            j = self.view.job(jid)
             mask = self.mask()
             first = None
             for o in range(self.n_opts):
