@@ -311,7 +311,7 @@ class DecisionBuilder:
                 win += [ids[o] for o in head if o > cut and ids[o] not in gone][:need]
         self._win_ids = win
         self._fit: tuple[list[bool], list[bool]] | None = None
-        self._codes = b""  # per window slot: 1 if an exclusive option fits, + 2 if a shared one does
+        self._codes: bytes | None = None  # _fit_codes
         self._valid: bool | None = None
         self._mask: np.ndarray | None = None
         self._obs: np.ndarray | None = None
@@ -328,10 +328,10 @@ class DecisionBuilder:
         rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
         if self._mask is not None:
             return self._mask
-        self._fits()
+        codes = self._fit_codes()
         buf = bytearray(self.k * self.n_opts + 1)
-        if self._codes:
-            body = self.options.mask_body(self._codes)
+        if codes:
+            body = self.options.mask_body(codes)
             buf[: len(body)] = body
         buf[-1] = bool(self.decisions or self.view.running or not self.any_valid())
         m = np.frombuffer(buf, dtype=np.bool_)
@@ -368,8 +368,14 @@ class DecisionBuilder:
                 if self._need_sh:
                     sh[s] = int(np.count_nonzero(ws.shareable(j))) >= j.num_gpus
         self._fit = (ex, sh)
-        self._codes = bytes([e + 2 * s for e, s in zip(ex, sh, strict=True)])  # fit code per slot
         return self._fit
+
+    def _fit_codes(self) -> bytes:
+        """Per window slot: 1 if an exclusive option fits, + 2 if a shared one does."""
+        if self._codes is None:
+            ex, sh = self._fits()
+            self._codes = bytes([e + 2 * s for e, s in zip(ex, sh, strict=True)])
+        return self._codes
 
     def any_valid(self) -> bool:
         """Whether some start is valid now (the mask without "done" has a True)."""
@@ -389,13 +395,13 @@ class DecisionBuilder:
             return self._obs
         view, lay, ws, cache = self.view, self._lay, self._ws, self.cache
         free, n_res = (view.free, view.n_resident) if ws is None else (ws.ctx.free, ws.n_res)
-        self._fits()
+        codes = self._fit_codes()
         n_dec, n_gpus, now = len(self.decisions), lay.n_gpus, view.now
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
         obs = np.empty(lay.size + self.k * SLOT_FEATURES + GLOBAL_FEATURES, dtype=np.float32)
         fill_observation(  # the global row's scalars one by one (a tuple argument costs more to pass)
             obs, lay.gpu_node, lay.node_scale, free, view.up, view.gpu_power_w, n_res, view.slowdown,
-            cache.slot, np.array(self._win_ids + list(self._codes), dtype=np.int64),  # ids, then fit codes
+            cache.slot, np.array(self._win_ids + list(codes), dtype=np.int64),  # ids, then fit codes
             now / 3600.0, self._n_free,
             math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
             math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
