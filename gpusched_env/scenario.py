@@ -325,6 +325,25 @@ def check_jobs(jobs: list[Job], topo: Topology, max_jobs_per_gpu: int, where: st
                               f"{f' of type {j.gpu_type}' if j.gpu_type else ''}; the cluster has {n_ok}")
 
 
+def check_job_copies(jobs: list[Job], copies: list[Job], where: str) -> None:
+    """The checks of :func:`check_jobs` for ``copies`` of the (checked) ``jobs`` that differ from
+    their sources only in id, arrival time and ``tracked`` (PAL's background load,
+    :func:`gpusched_env.workload.pal.with_background`): every id unique across both lists, every
+    arrival a finite time >= 0; the same ConfigError as :func:`check_jobs` for the first bad copy."""
+    arrivals = np.fromiter((j.arrival_s for j in copies), dtype=np.float64, count=len(copies))
+    ids = {j.job_id for j in jobs}
+    ids.update(j.job_id for j in copies)
+    if len(ids) == len(jobs) + len(copies) and bool(np.all(arrivals >= 0.0)) and bool(np.isfinite(arrivals).all()):
+        return
+    seen = {j.job_id for j in jobs}
+    for j in copies:  # the first bad copy, named as check_jobs names it
+        at = f"{where}: job {j.job_id}"
+        if j.job_id in seen:
+            raise ConfigError(f"{at}: job_id appears twice (job ids must be unique)")
+        seen.add(j.job_id)
+        _need(math.isfinite(j.arrival_s) and j.arrival_s >= 0, f"{at}: arrival_s", "a finite time >= 0", j.arrival_s)
+
+
 FAILURE_MAX_TRIES = 1000.0
 """choice: most expected attempts a job may need to get one failure-free stretch (see check_failures)."""
 

@@ -3,12 +3,16 @@ workload built with all of its scenario's, and the env builds only the workload 
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium as gym
+import pytest
 
 import gpusched_env  # noqa: F401
 from gpusched_env.cluster import build
 from gpusched_env.cluster.build import WorkloadCache, build_simulator, build_workload
-from gpusched_env.scenario import build_workloads, load_scenario
+from gpusched_env.scenario import ConfigError, build_workloads, check_job_copies, check_jobs, load_scenario
+from gpusched_env.types import Job
 
 
 def test_a_pal_workload_built_alone_equals_it_built_with_the_others():
@@ -57,3 +61,37 @@ def test_shared_cache_is_per_scenario_config():
     a, b = load_scenario("synthetic_small"), load_scenario("synthetic_philly")
     assert build.shared_cache(a) is build.shared_cache(a)
     assert build.shared_cache(a) is not build.shared_cache(b)
+
+
+def test_a_pal_trace_is_checked_once_and_its_background_every_time(monkeypatch):
+    scn = load_scenario("pal_philly")
+    topo = scn.cluster.topology()
+    checked: list[int] = []
+    copies: list[int] = []
+    real_check, real_copies = build.check_jobs, build.check_job_copies
+    monkeypatch.setattr(build, "check_jobs", lambda jobs, *a: checked.append(len(jobs)) or real_check(jobs, *a))
+    monkeypatch.setattr(build, "check_job_copies",
+                        lambda jobs, bg, where: copies.append(len(bg)) or real_copies(jobs, bg, where))
+    monkeypatch.setattr(build, "_CHECKED_TRACES", set())
+    trace = len(build._pal_trace(str(build.data_path(scn.workload.paths[2])), scn.workload.strict, topo.n_gpus))
+    for seed in (5, 6, 7):
+        build_workload(scn, seed, 2, topo)
+    assert checked == [trace]  # the trace's 160 jobs, at the first build only
+    assert copies == [scn.workload.background_jobs] * 3  # the 2,000 background copies, every build
+
+
+def test_job_copies_fail_as_check_jobs_does():
+    """A copy with a taken id or a bad arrival gives check_jobs' own message; good copies pass."""
+    topo = load_scenario("synthetic_small").cluster.topology()
+    base = [Job(0, 0.0, 1, 10.0, "resnet50", "A", 4.0), Job(1, 5.0, 2, 10.0, "vgg16", "B", 4.0)]
+    good = [dataclasses.replace(base[k % 2], job_id=2 + k, arrival_s=10.0 + k, tracked=False) for k in range(4)]
+    check_job_copies(base, good, "w.csv")
+    for bad in ([dataclasses.replace(good[0], job_id=1)], [good[0], dataclasses.replace(good[1], job_id=2)],
+                [good[0], dataclasses.replace(good[1], arrival_s=-1.0)],
+                [dataclasses.replace(good[0], arrival_s=float("nan"))],
+                [dataclasses.replace(good[0], arrival_s=float("inf"))]):
+        with pytest.raises(ConfigError) as full:
+            check_jobs(base + bad, topo, 1, "w.csv")
+        with pytest.raises(ConfigError) as fast:
+            check_job_copies(base, bad, "w.csv")
+        assert str(fast.value) == str(full.value)

@@ -20,7 +20,7 @@ from gpusched_env.data import data_path
 from gpusched_env.invariants import InvariantChecker
 from gpusched_env.metrics import RunResult
 from gpusched_env.policy import Policy, run_policy
-from gpusched_env.scenario import Scenario, build_workloads, check_jobs, run_rngs, sim_seed
+from gpusched_env.scenario import Scenario, build_workloads, check_job_copies, check_jobs, run_rngs, sim_seed
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job
 
@@ -46,12 +46,29 @@ def build_workload(scn: Scenario, seed: int, index: int, topo: Topology | None =
             break
         if w.background_jobs:
             background_gaps(rng, w.background_jobs, w.background_rate_per_hour)
-    jobs = list(_pal_trace(str(data_path(target)), w.strict, w.max_gpus or topo.n_gpus))
-    if w.background_jobs:
-        jobs = jobs + with_background(jobs, rng=rng, n_background=w.background_jobs,
-                                      rate_per_hour=w.background_rate_per_hour)
-    check_jobs(jobs, topo, scn.cluster.max_jobs_per_gpu, str(data_path(target)))
+    where = str(data_path(target))
+    max_gpus, max_jobs = w.max_gpus or topo.n_gpus, scn.cluster.max_jobs_per_gpu
+    jobs = list(_pal_trace(where, w.strict, max_gpus))
+    background = (with_background(jobs, rng=rng, n_background=w.background_jobs,
+                                  rate_per_hour=w.background_rate_per_hour) if w.background_jobs else [])
+    key = (where, w.strict, max_gpus, max_jobs, *_topology_key(topo))
+    if key not in _CHECKED_TRACES:  # the trace's jobs are the same for every run seed: checked once
+        check_jobs(jobs, topo, max_jobs, where)
+        _CHECKED_TRACES.add(key)
+    if background:  # copies of checked jobs with new ids and arrivals: only those are checked
+        check_job_copies(jobs, background, where)
+        jobs = jobs + background
     return scn.workload_names[index], jobs
+
+
+_CHECKED_TRACES: set[tuple[object, ...]] = set()
+"""PAL trace files (path, strict, max_gpus, max_jobs_per_gpu, cluster) whose jobs passed check_jobs."""
+
+
+def _topology_key(topo: Topology) -> tuple[object, ...]:
+    """What :func:`~gpusched_env.scenario.check_jobs` reads of a cluster (GPU types and memory)."""
+    return (tuple(topo.gpu_types), np.asarray(topo.gpu_type_idx).tobytes(),
+            np.asarray(topo.gpu_mem_gb, dtype=float).tobytes())
 
 
 @functools.lru_cache(maxsize=16)

@@ -31,7 +31,7 @@ from gpusched_env.envs.tokens import (
 from gpusched_env.metrics import J_PER_KWH, RunResult
 from gpusched_env.policy import Policy
 from gpusched_env.scenario import Scenario, load_scenario
-from gpusched_env.types import Decision, Job
+from gpusched_env.types import Decision, Job, Start
 from gpusched_env.view import ClusterView
 
 
@@ -389,6 +389,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         assert sim is not None
         if b.decisions:
             sim.apply(list(b.decisions))
+            self._jobs.dequeued([d.job_id for d in b.decisions])
         if b.any_valid():
             sim.wake_next_round()
         return self._advance()
@@ -449,6 +450,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._steps += 1
         if decisions:
             self.sim.apply(list(decisions))
+            self._jobs.dequeued([d.job_id for d in decisions if isinstance(d, Start)])
         reward = self._carry + self._advance()
         self._carry = 0.0
         self.episode_return += reward

@@ -17,19 +17,30 @@ SLOT_FEATURES = 11
 GLOBAL_FEATURES = 8
 
 
+OBS_LOW, OBS_HIGH = -1.0, 10.0
+"""Every observation entry is clipped to ``[OBS_LOW, OBS_HIGH]`` (compiled in as constants)."""
+ARRIVAL_COL = 6
+"""Column of a job's static slot row that holds its arrival time in hours (the kernel writes the
+wait there)."""
+
+
 @njit(cache=True, nogil=True)
-def fill_observation(  # one flat call: numba takes arrays and scalars, not objects
-    obs, gpu_node, inv_size, scale_power, scale_jobs, free, up, power, n_res, slowdown,
-    slot, arrival_h, win_ids, fits, now_h, n_free, g0, g1, g3, g4, g5, g6, g7, low, high,
+def fill_observation(  # one flat call: numba takes arrays and scalars, not objects; each argument
+    obs, gpu_node, node_scale, free, up, power, n_res, slowdown,  # costs its type check at the call
+    slot, win, now_h, n_free, g0, g1, g3, g4, g5, g6, g7,
 ):
     """Write the whole observation into ``obs`` (float32).
 
     Node block from the per-GPU arrays (``free`` and ``n_res`` are the working copies of the
-    decision point), slot block from the static per-job rows ``slot`` plus the dynamic columns
-    (wait, fits: bit 0 of ``fits[s]`` an exclusive option, bit 1 a shared one; GPUs per free GPU),
-    global block from the scalars ``g0, g1, g3..g7`` with the busy-GPU share (index 2) counted here.
-    Every entry is then clipped to ``[low, high]``; NaN becomes 0.
+    decision point) and the per-node scales ``node_scale`` (rows: 1 / GPUs, 1 / (300 W x GPUs),
+    1 / (job slots x GPUs)); slot block from the static per-job rows ``slot`` (arrival in hours in
+    column :data:`ARRIVAL_COL`) plus the dynamic columns: ``win`` holds the window's job ids, then
+    as many fit codes (bit 0 an exclusive option fits, bit 1 a shared one); wait, GPUs per free GPU.
+    Global block from the scalars ``g0, g1, g3..g7`` with the busy-GPU share (index 2) counted here.
+    Every entry is then clipped to ``[OBS_LOW, OBS_HIGH]``; NaN becomes 0.
     """
+    low, high = OBS_LOW, OBS_HIGH
+    inv_size, scale_power, scale_jobs = node_scale[0], node_scale[1], node_scale[2]
     n_nodes = inv_size.size
     n_gpus = gpu_node.size
     n_free_node = np.zeros(n_nodes)
@@ -63,19 +74,21 @@ def fill_observation(  # one flat call: numba takes arrays and scalars, not obje
     a = n_nodes * NODE_FEATURES
     k = (obs.size - a - GLOBAL_FEATURES) // SLOT_FEATURES
     per_free = np.float32(1.0 / max(n_free, 1))
+    n_win = win.size // 2
     for s in range(k):
         row = a + s * SLOT_FEATURES
-        if s >= win_ids.size:
+        if s >= n_win:
             for f in range(SLOT_FEATURES):
                 obs[row + f] = 0.0
             continue
-        j = win_ids[s]
+        j = win[s]
         for f in range(SLOT_FEATURES):
             obs[row + f] = slot[j, f]
-        wait = now_h - arrival_h[j]
-        obs[row + 6] = np.log1p(max(wait, 0.0))
-        obs[row + 8] = 1.0 if fits[s] & 1 else 0.0
-        obs[row + 9] = 1.0 if fits[s] & 2 else 0.0
+        wait = now_h - slot[j, ARRIVAL_COL]
+        obs[row + ARRIVAL_COL] = np.log1p(max(wait, 0.0))
+        fit = win[n_win + s]
+        obs[row + 8] = 1.0 if fit & 1 else 0.0
+        obs[row + 9] = 1.0 if fit & 2 else 0.0
         obs[row + 10] = np.float32(slot[j, 10]) * per_free  # the static column holds the GPU count
 
     b = a + k * SLOT_FEATURES

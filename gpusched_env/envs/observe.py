@@ -25,20 +25,29 @@ Observation (float32, every entry finite and clipped to ``[-1, 10]``), concatena
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from gpusched_env.catalog import base_iter_s
-from gpusched_env.envs.kernels import GLOBAL_FEATURES, NODE_FEATURES, SLOT_FEATURES, fill_observation
+from gpusched_env.envs.kernels import (
+    ARRIVAL_COL,
+    GLOBAL_FEATURES,
+    NODE_FEATURES,
+    OBS_HIGH,
+    OBS_LOW,
+    SLOT_FEATURES,
+    fill_observation,
+)
 from gpusched_env.envs.options import OptionSet, WorkingState
 from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView
 
-OBS_LOW, OBS_HIGH = -1.0, 10.0
+__all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
 
 
@@ -48,26 +57,41 @@ def obs_size(n_nodes: int, k: int) -> int:
 
 class JobCache:
     """Static numbers kept across decision points of one run: per job (dense arrays by job id:
-    work estimate in hours, GPUs, class, arrival, the static slot features), filled for the whole
+    work estimate in hours, GPUs, class, the static slot features with the arrival in hours in
+    column ``ARRIVAL_COL``), filled for the whole
     run at reset by the env (:meth:`fill`) or as jobs are first seen (:meth:`see`), and whether any
-    known job constrains its GPUs (type or memory), which turns the exact fit check on."""
+    known job constrains its GPUs (type or memory), which turns the exact fit check on.
+
+    Filled for the whole run, it also ranks the run's jobs by (work estimate, arrival, id) — the
+    window's least-work order, ties in queue order — and keeps the ranks of the queued jobs sorted
+    from one decision point to the next (:meth:`queue_ranks`): new queue entries are read from the
+    view's ``enqueued``, started jobs are reported by the env (:meth:`dequeued`), and any other
+    change (a count that does not match the queue) rebuilds the list. A decision point then reads
+    its least-work jobs from the front of that list instead of sorting its queue."""
 
     def __init__(self) -> None:
         self._layout: _Layout | None = None
         self.clear()
 
     def clear(self) -> None:
-        self.slot = np.zeros((0, SLOT_FEATURES))  # static slot features by job id (wait, fits: 0)
+        self.slot = np.zeros((0, SLOT_FEATURES))  # static slot features by job id (fits: 0; arrival h)
         self.work = np.full(0, np.nan)
         self.gpus = np.zeros(0, dtype=np.int64)
         self.cls = np.zeros(0, dtype=np.int64)
-        self.arrival_h = np.zeros(0)
         self.mem = np.zeros(0)
-        self.gpus_l: list[int] = []  # Python mirrors of gpus and mem (scalar reads in the mask)
-        self.mem_l: list[float] = []
+        self.gpus_l: list[int] = []  # Python mirrors of gpus, mem and work (scalar reads in the
+        self.mem_l: list[float] = []  # mask and the window)
+        self.work_l: list[float] = []
         self.constrained = False
         self._seen: set[int] = set()
         self.whole_run = False  # every job the run will show is known (skip the check in see)
+        self.rank_l: list[int] | None = None  # by job id: rank by (work, arrival, id) in the run
+        self.qrank_l: list[int] = []  # by job id: rank by (arrival, id), the queue's own order
+        self.by_rank: list[int] = []  # job id of each rank
+        self._ranked: list[int] = []  # ranks of the queued jobs, ascending
+        self._enq: Sequence[int] | None = None  # the state's ``enqueued`` list that _ranked follows
+        self._enq_seen = 0  # entries of it already in _ranked
+        self.rebuilds = 0  # times _ranked was rebuilt from a queue (once per run when in step)
 
     def layout(self, topo: Topology, max_jobs: int) -> _Layout:
         """The observation constants of ``topo`` (kept across runs on the same topology)."""
@@ -78,7 +102,7 @@ class JobCache:
 
     def _grow(self, top: int) -> None:
         size = max(top, 2 * self.work.size)
-        for name, fill in (("work", np.nan), ("gpus", 0), ("cls", 0), ("arrival_h", 0.0), ("mem", 0.0)):
+        for name, fill in (("work", np.nan), ("gpus", 0), ("cls", 0), ("mem", 0.0)):
             old = getattr(self, name)
             grown = np.full(size, fill, dtype=old.dtype)
             grown[: old.size] = old
@@ -89,11 +113,15 @@ class JobCache:
         grow = size - len(self.gpus_l)
         self.gpus_l += [0] * grow
         self.mem_l += [0.0] * grow
+        self.work_l += [math.nan] * grow
 
     def fill(self, jobs: Sequence[Job], topo: Topology, whole_run: bool = False) -> None:
         """Record the static numbers of ``jobs`` (one array operation per field; a run's whole
         job list at reset, ``whole_run=True``, or the jobs a view shows that are not known yet)."""
+        first = whole_run and not self._seen
         self.whole_run |= whole_run
+        self.rank_l = None  # ranked below when these are the run's jobs
+        self._enq = None
         if not jobs:
             return
         ids = np.fromiter((j.job_id for j in jobs), dtype=np.int64, count=len(jobs))
@@ -112,22 +140,63 @@ class JobCache:
         self.work[ids] = work
         self.gpus[ids] = gpus
         self.cls[ids] = cls
-        self.arrival_h[ids] = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs)) / 3600.0
         self.mem[ids] = mem
-        gpus_l, mem_l = self.gpus_l, self.mem_l
-        for i, g, m in zip(ids.tolist(), gpus.tolist(), mem.tolist(), strict=True):
+        gpus_l, mem_l, work_l = self.gpus_l, self.mem_l, self.work_l
+        for i, g, m, w in zip(ids.tolist(), gpus.tolist(), mem.tolist(), work.tolist(), strict=True):
             gpus_l[i] = g
             mem_l[i] = m
+            work_l[i] = w
         block = np.zeros((len(jobs), SLOT_FEATURES))
         block[:, 0] = 1.0
         block[:, 1] = np.log2(1.0 + gpus) / math.log2(1.0 + topo.n_gpus)
         block[np.arange(len(jobs)), 2 + cls] = 1.0
+        block[:, ARRIVAL_COL] = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs)) / 3600.0
         block[:, 7] = np.log1p(work)
         block[:, 10] = gpus  # scaled by 1 / free GPUs when observed
         self.slot[ids] = block
         min_mem = topo.min_gpu_mem_gb
         self.constrained |= bool((mem > min_mem).any()) or any(j.gpu_type is not None for j in jobs)
         self._seen.update(ids.tolist())
+        if first:
+            arrival = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs))
+            by_rank = ids[np.lexsort((ids, arrival, work))]
+            rank = np.full(self.work.size, -1, dtype=np.int64)
+            rank[by_rank] = np.arange(len(jobs))
+            qrank = np.full(self.work.size, -1, dtype=np.int64)
+            qrank[ids[np.lexsort((ids, arrival))]] = np.arange(len(jobs))
+            self.rank_l, self.qrank_l, self.by_rank = rank.tolist(), qrank.tolist(), by_rank.tolist()
+
+    def queue_ranks(self, view: ClusterView) -> list[int] | None:
+        """The ranks of the view's queued jobs, ascending (a list this cache keeps updating: copy
+        it to keep it); None when the run's jobs are not ranked (not filled for the whole run)."""
+        rank_l = self.rank_l
+        if rank_l is None:
+            return None
+        enq, ranked, ids = view.enqueued, self._ranked, view.pending_ids
+        if enq is not self._enq:  # another run's state: start from its queue
+            self._enq, self._enq_seen = enq, len(enq)
+            ranked[:] = sorted(map(rank_l.__getitem__, ids))
+            self.rebuilds += 1
+            return ranked
+        if len(enq) > self._enq_seen:
+            for i in enq[self._enq_seen:]:
+                bisect.insort(ranked, rank_l[i])
+            self._enq_seen = len(enq)
+        if len(ranked) != len(ids):  # left the queue unreported: rebuild
+            ranked[:] = sorted(map(rank_l.__getitem__, ids))
+            self.rebuilds += 1
+        return ranked
+
+    def dequeued(self, ids: Iterable[int]) -> None:
+        """The jobs ``ids`` left the queue (started); a job not in the list is ignored."""
+        rank_l, ranked = self.rank_l, self._ranked
+        if rank_l is None or self._enq is None:
+            return
+        for i in ids:
+            r = rank_l[i]
+            at = bisect.bisect_left(ranked, r)
+            if at < len(ranked) and ranked[at] == r:
+                del ranked[at]
 
     def see(self, ids: Sequence[int], view: ClusterView) -> None:
         """Make sure the jobs ``ids`` (all in the view's system) are known."""
@@ -144,9 +213,8 @@ class _Layout:
         self.n_gpus = topo.n_gpus
         self.gpu_node = np.ascontiguousarray(topo.gpu_node, dtype=np.int64)
         inv = 1.0 / topo.node_sizes
-        self.inv_size = inv
-        self.scale_power = inv / 300.0  # mean GPU power / 300 W
-        self.scale_jobs = inv / max_jobs  # job slots used
+        # rows: free and up GPU shares, mean GPU power / 300 W, job slots used (one kernel argument)
+        self.node_scale = np.ascontiguousarray(np.stack([inv, inv / 300.0, inv / max_jobs]), dtype=np.float64)
         self.size = topo.n_nodes * NODE_FEATURES
 
 
@@ -173,11 +241,12 @@ class DecisionBuilder:
         self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
         self._ws: WorkingState | None = None
         self.decisions: list[Start] = []
-        self._pending: Sequence[Job] = view.pending
         cache.see(view.pending_ids, view)
         self._ids: list[int] = list(view.pending_ids)  # this point's queue (the backend's list changes on apply)
-        self._order: np.ndarray | None = None  # pending positions by work estimate (stable)
-        self._gone: set[int] = set()  # pending positions started in this batch
+        self._order: list[int] | None = None  # pending positions past the FIFO part by work (stable)
+        ranked = cache.queue_ranks(view)  # kept in step with the queue at every point
+        self._ranked = None if ranked is None or len(self._ids) <= self.fifo_slots else list(ranked)
+        self._gone: set[int] = set()  # job ids started in this batch
         self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
         self.done_action = k * self.n_opts
@@ -211,31 +280,46 @@ class DecisionBuilder:
     def _refresh(self) -> None:
         """Recompute the window: the first ``fifo_slots`` jobs not started in this batch, then
         the ones with the least work among those after them. Plain lists: the window is short,
-        and a scan of the work order skips at most ``fifo_slots`` + (started) positions."""
+        and a scan of the work order skips at most ``fifo_slots`` + (started) entries. The work
+        order is the cache's ranked queue when it has one, else a sort of this point's queue."""
         ids = self._ids
         f, n, gone = self.fifo_slots, len(ids), self._gone
         if gone:  # the first f alive positions lie among the first f + len(gone)
-            win = [p for p in range(min(n, f + len(gone))) if p not in gone][:f]
+            win = [i for i in ids[: f + len(gone)] if i not in gone][:f]
         else:
-            win = list(range(min(n, f)))
+            win = ids[:f]
         need = self.k - len(win)
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
-            cut = win[-1] if win else -1
-            if self._order is None:
-                self._order = np.argsort(self.cache.work[ids], kind="stable")
-            head = self._order[: self.k + len(gone)].tolist()
-            win += [o for o in head if o > cut and o not in gone][:need]
-        self._win = win
-        self._win_ids = [ids[p] for p in win]
+            if self._ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
+                cache = self.cache
+                by_rank, qrank = cache.by_rank, cache.qrank_l
+                cut = qrank[win[-1]] if win else -1
+                for r in self._ranked:
+                    i = by_rank[r]
+                    if qrank[i] > cut and i not in gone:
+                        win.append(i)
+                        need -= 1
+                        if not need:
+                            break
+            else:
+                cut = ids.index(win[-1]) if win else -1
+                if self._order is None:  # the positions after the FIFO part by work (stable); the
+                    # FIFO part only moves later within a batch, so this order keeps every candidate
+                    work = list(map(self.cache.work_l.__getitem__, ids))
+                    self._order = sorted(range(cut + 1, n), key=work.__getitem__)
+                head = self._order[: self.k + len(gone)]
+                win += [ids[o] for o in head if o > cut and ids[o] not in gone][:need]
+        self._win_ids = win
         self._fit: tuple[list[bool], list[bool]] | None = None
+        self._codes: bytes | None = None  # _fit_codes
         self._valid: bool | None = None
         self._mask: np.ndarray | None = None
         self._obs: np.ndarray | None = None
 
     @property
     def window(self) -> list[Job]:
-        pend = self._pending
-        return [pend[p] for p in self._win]
+        job = self.view.job
+        return [job(i) for i in self._win_ids]
 
     # -- mask --------------------------------------------------------------------------------
     def mask(self) -> np.ndarray:
@@ -244,11 +328,10 @@ class DecisionBuilder:
         rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
         if self._mask is not None:
             return self._mask
-        ex_ok, sh_ok = self._fits()
-        rows = self.options.mask_rows  # one slot's P entries for each (fits exclusive, fits shared)
+        codes = self._fit_codes()
         buf = bytearray(self.k * self.n_opts + 1)
-        if ex_ok:
-            body = b"".join([rows[e, s] for e, s in zip(ex_ok, sh_ok, strict=True)])
+        if codes:
+            body = self.options.mask_body(codes)
             buf[: len(body)] = body
         buf[-1] = bool(self.decisions or self.view.running or not self.any_valid())
         m = np.frombuffer(buf, dtype=np.bool_)
@@ -273,7 +356,7 @@ class DecisionBuilder:
                 sh = [n <= n_sh for n in sizes]
                 for s, i in enumerate(ids):
                     if sh[s] and mem_l[i] != 0.0:
-                        sh[s] = int(np.count_nonzero(self.ws.shareable(self._pending[self._win[s]]))) >= sizes[s]
+                        sh[s] = int(np.count_nonzero(self.ws.shareable(self.view.job(i)))) >= sizes[s]
             else:
                 sh = [False] * len(ids)
         else:
@@ -286,6 +369,13 @@ class DecisionBuilder:
                     sh[s] = int(np.count_nonzero(ws.shareable(j))) >= j.num_gpus
         self._fit = (ex, sh)
         return self._fit
+
+    def _fit_codes(self) -> bytes:
+        """Per window slot: 1 if an exclusive option fits, + 2 if a shared one does."""
+        if self._codes is None:
+            ex, sh = self._fits()
+            self._codes = bytes([e + 2 * s for e, s in zip(ex, sh, strict=True)])
+        return self._codes
 
     def any_valid(self) -> bool:
         """Whether some start is valid now (the mask without "done" has a True)."""
@@ -305,19 +395,17 @@ class DecisionBuilder:
             return self._obs
         view, lay, ws, cache = self.view, self._lay, self._ws, self.cache
         free, n_res = (view.free, view.n_resident) if ws is None else (ws.ctx.free, ws.n_res)
-        ex_ok, sh_ok = self._fits()
+        codes = self._fit_codes()
         n_dec, n_gpus, now = len(self.decisions), lay.n_gpus, view.now
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
         obs = np.empty(lay.size + self.k * SLOT_FEATURES + GLOBAL_FEATURES, dtype=np.float32)
         fill_observation(  # the global row's scalars one by one (a tuple argument costs more to pass)
-            obs, lay.gpu_node, lay.inv_size, lay.scale_power, lay.scale_jobs, free, view.up,
-            view.gpu_power_w, n_res, view.slowdown, cache.slot, cache.arrival_h,
-            np.array(self._win_ids, dtype=np.int64),
-            np.frombuffer(bytes([e + 2 * s for e, s in zip(ex_ok, sh_ok, strict=True)]), dtype=np.uint8),
+            obs, lay.gpu_node, lay.node_scale, free, view.up, view.gpu_power_w, n_res, view.slowdown,
+            cache.slot, np.array(self._win_ids + list(codes), dtype=np.int64),  # ids, then fit codes
             now / 3600.0, self._n_free,
             math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
             math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
-            self._demand / n_gpus, math.log1p(n_dec) / 3.0, OBS_LOW, OBS_HIGH,
+            self._demand / n_gpus, math.log1p(n_dec) / 3.0,
         )
         self._obs = obs
         return obs
@@ -334,8 +422,7 @@ class DecisionBuilder:
         if not 0 <= action < self.done_action or not self.mask()[action]:
             return None
         slot, opt = divmod(int(action), self.n_opts)
-        pos = self._win[slot]
-        job = self._pending[pos]
+        job = self.view.job(self._win_ids[slot])
         ws = self.ws
         gpus = self.options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
@@ -347,7 +434,7 @@ class DecisionBuilder:
         ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
-        self._gone.add(pos)
+        self._gone.add(job.job_id)
         self._demand -= len(gpus)
         self._n_sh = self._count_shareable()
         self._refresh()
@@ -359,7 +446,7 @@ class DecisionBuilder:
         for s, jid in enumerate(self._win_ids):
             if jid != job_id:
                 continue
-            j = self._pending[self._win[s]]
+            j = self.view.job(jid)
             mask = self.mask()
             first = None
             for o in range(self.n_opts):

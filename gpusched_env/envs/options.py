@@ -60,6 +60,8 @@ the catalogue utilisation of jobs started there in this batch) is below this: Ea
 default (gpusched/baselines/eaco.py; a choice there, the paper does not publish it)."""
 EXCLUSIVE: frozenset[str] = frozenset({"pal", "pm_first", "packed", "spread"})
 DEFAULT_PLACEMENTS = "gpusched.baselines.env_options:exclusive_placements"
+MASK_MEMO_MAX = 4096
+"""choice: window fit patterns whose mask entries an :class:`OptionSet` remembers (bytes each)."""
 
 PlacementFactory = Callable[[dict[str, Any]], Mapping[str, Placement]]
 """``factory(pal_params) -> {option name: placement}`` for the exclusive options."""
@@ -94,10 +96,12 @@ class WorkingState:
 
     ``ctx.free`` (exclusive placements), ``n_res`` and ``mem_used`` are working copies of the view's
     arrays, updated by :meth:`take`; ``util`` is the view's (measured at the decision point) and
-    ``added_util`` the catalogue utilisation of the jobs started since (read by ``consolidate``).
+    ``added_util`` the catalogue utilisation of the jobs started since (read by ``consolidate``;
+    summed on first read, in the order of the starts, then kept up to date).
     """
 
-    __slots__ = ("ctx", "n_res", "mem_used", "mem_cap", "up", "max_jobs", "util", "slowdown", "added_util", "_hp")
+    __slots__ = ("ctx", "n_res", "mem_used", "mem_cap", "up", "max_jobs", "util", "slowdown", "_added", "_taken",
+                 "_hp")
 
     def __init__(self, ctx: PlacementContext) -> None:
         view = ctx.view
@@ -109,18 +113,38 @@ class WorkingState:
         self.max_jobs = view.max_jobs_per_gpu
         self.util = view.gpu_util
         self.slowdown = view.slowdown
-        self.added_util = np.zeros(self.n_res.size)
+        self._added: np.ndarray | None = None
+        self._taken: list[tuple[Job, GpuSet]] = []  # starts not yet in _added
         self._hp: np.ndarray | None = None
 
     def take(self, job: Job, gpus: GpuSet) -> None:
         self.ctx.take(gpus)
-        n_res, mem_used, mem, added, u = self.n_res, self.mem_used, job.mem_gb, self.added_util, job_util(job)
+        n_res, mem_used, mem = self.n_res, self.mem_used, job.mem_gb
         for g in gpus:  # scalar updates: cheaper than fancy indexing for a few GPUs
             n_res[g] += 1
             mem_used[g] += mem
-            added[g] += u
+        self._taken.append((job, gpus))
+        if self._added is not None:
+            self._add_util()
         if job.priority > 0 and self._hp is not None:
             self._hp[list(gpus)] = True
+
+    @property
+    def added_util(self) -> np.ndarray:
+        """(n_gpus,) catalogue utilisation of the jobs started in this batch, per GPU."""
+        if self._added is None:
+            self._added = np.zeros(self.n_res.size)
+            self._add_util()
+        return self._added
+
+    def _add_util(self) -> None:
+        added = self._added
+        assert added is not None
+        for job, gpus in self._taken:
+            u = job_util(job)
+            for g in gpus:
+                added[g] += u
+        self._taken.clear()
 
     @property
     def high_priority(self) -> np.ndarray:
@@ -147,7 +171,7 @@ def _least_interference(job: Job, ws: WorkingState) -> GpuSet | None:
     if cand.size < job.num_gpus:
         return None
     order = np.lexsort((cand, ws.slowdown[cand, job.class_index], ws.util[cand], ws.n_res[cand]))
-    return tuple(sorted(int(g) for g in cand[order[: job.num_gpus]]))
+    return tuple(sorted(cand[order[: job.num_gpus]].tolist()))
 
 
 def job_util(job: Job) -> float:
@@ -213,6 +237,19 @@ class OptionSet:
         self.mask_rows: dict[tuple[bool, bool], bytes] = {  # one window slot's mask entries, by
             (e, s): bytes([e if x else s for x in excl]) for e in (False, True) for s in (False, True)
         }  # (fits an exclusive option, fits a shared one)
+        self._by_code = [self.mask_rows[bool(c & 1), bool(c & 2)] for c in range(4)]
+        self._bodies: dict[bytes, bytes] = {}  # mask_body by its codes (a window's patterns recur)
+
+    def mask_body(self, codes: bytes) -> bytes:
+        """The mask entries of a window whose slot ``s`` has fit code ``codes[s]`` (bit 0: an
+        exclusive option fits, bit 1: a shared one): its slots' ``mask_rows`` one after another."""
+        body = self._bodies.get(codes)
+        if body is None:
+            if len(self._bodies) >= MASK_MEMO_MAX:
+                self._bodies.clear()
+            by_code = self._by_code
+            body = self._bodies[codes] = b"".join([by_code[c] for c in codes])
+        return body
 
     def __len__(self) -> int:
         return len(self.names)

@@ -19,7 +19,7 @@ from gpusched_env.cluster.model import FailureConfig, SimModel
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.cluster.variability import VariabilityConfig
 from gpusched_env.envs import ClusterEnv
-from gpusched_env.envs.observe import DecisionBuilder
+from gpusched_env.envs.observe import DecisionBuilder, JobCache
 from gpusched_env.policy import run_policy
 from gpusched_env.scenario import load_scenario
 from gpusched_env.testing import StrictFifo
@@ -127,3 +127,60 @@ def test_energy_does_not_depend_on_how_often_the_backend_stops():
         assert r.energy_j == results[0].energy_j
         assert r.busy_gpu_s == results[0].busy_gpu_s
         assert [x.finish_s for x in r.records] == [x.finish_s for x in results[0].records]
+
+
+def _ranks_of_queue(cache, view) -> list[int]:
+    return sorted(cache.rank_l[i] for i in view.pending_ids)
+
+
+@pytest.mark.parametrize("scenario", ["pal_philly", "failures"])
+def test_ranked_queue_window_equals_a_sort_of_the_queue(scenario):
+    """The window read from the cache's ranked queue (kept across points) equals the window of a
+    builder that sorts the point's queue (a cache not filled for the whole run) and the naive
+    definition; the ranked list stays in step (one rebuild per episode, at its first point)."""
+    scn = _with_failures("synthetic_small") if scenario == "failures" else scenario
+    k, f = (8, 3) if scenario == "pal_philly" else (4, 1)
+    env = gym.make("gpusched/Cluster-v0", scenario=scn, queue_slots=k, fifo_slots=f)
+    seen = {"long": 0, "ranked": 0, "started": 0}
+
+    def check(u: ClusterEnv, obs: np.ndarray) -> None:
+        b = u.builder
+        assert b._ranked is not None or len(b._ids) <= b.fifo_slots
+        plain = DecisionBuilder(b.view, b.options, b.k, b.fifo_slots, JobCache())
+        for d in b.decisions:  # the same starts on the sorting builder
+            assert plain.act(plain.action_for(d.job_id, d.gpus)) is not None
+        assert plain._ranked is None and b._win_ids == plain._win_ids == _reference_window(b)
+        assert u._jobs._ranked == _ranks_of_queue(u._jobs, b.view) and u._jobs.rebuilds == 1
+        seen["long"] += len(b._ids) > b.k + 4
+        seen["ranked"] += b._ranked is not None
+        seen["started"] += bool(b.decisions)
+
+    steps = 150 if scenario == "pal_philly" else 300
+    assert _rollout(env, seed=5, steps=steps, check=check) == steps
+    assert seen["ranked"] > 100 and seen["started"] > 20
+    assert seen["long"] > 50 or scenario == "failures"
+
+
+def test_ranked_queue_follows_a_heuristic_in_passthrough():
+    """LAS through the env (passthrough) under node failures: restarted jobs re-enter the queue,
+    starts leave it; the cache's ranked queue equals the queue's ranks at every point without a
+    rebuild, and the window equals a sorting builder's."""
+    from gpusched.agents.bc import make_teacher
+
+    scn = _with_failures("synthetic_small")
+    env = gym.make("gpusched/Cluster-v0", scenario=scn)
+    u = env.unwrapped
+    pol = make_teacher("las", load_scenario("synthetic_small"), 0)
+    u.reset(options={"workload": 0, "run_seed": 2, "passthrough": True, "round_s": pol.round_s, "events": pol.events})
+    points = 0
+    while not u._over and points < 600:
+        b = u.builder
+        assert u._jobs._ranked == _ranks_of_queue(u._jobs, b.view) and u._jobs.rebuilds == 1
+        if len(b._ids) > b.fifo_slots:
+            plain = DecisionBuilder(b.view, b.options, b.k, b.fifo_slots, JobCache())
+            assert b._win_ids == plain._win_ids
+        decisions = pol.decide(u.view())
+        u.step_decisions(decisions)
+        points += 1
+    enq = u.view().enqueued
+    assert points == 600 and len(enq) - len(set(enq)) > 5  # jobs that entered the queue again

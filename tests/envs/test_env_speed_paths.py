@@ -21,7 +21,7 @@ import gpusched_env  # noqa: F401  (registers the envs)
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.envs.cluster import _JctIntegral
 from gpusched_env.envs.observe import DecisionBuilder
-from gpusched_env.envs.options import OptionSet
+from gpusched_env.envs.options import OptionSet, WorkingState, job_util
 from gpusched_env.scenario import load_scenario
 from gpusched_env.types import Job
 from gpusched_env.workload.pal import background_gaps, with_background
@@ -106,6 +106,10 @@ def test_mask_rows_by_hand():
     assert opts.mask_rows[False, True] == bytes([0, 1, 0])
     assert opts.mask_rows[True, True] == bytes([1, 1, 1])
     assert opts.mask_rows[False, False] == bytes(3)
+    # a window's entries by fit code (1: exclusive fits, 2: shared fits), remembered by pattern
+    assert opts.mask_body(bytes([1, 2, 3, 0])) == bytes([1, 0, 1, 0, 1, 0, 1, 1, 1, 0, 0, 0])
+    assert opts.mask_body(bytes([1, 2, 3, 0])) is opts.mask_body(bytes([1, 2, 3, 0]))
+    assert opts.mask_body(b"") == b""
 
 
 def test_jct_integral_against_brute_force():
@@ -136,3 +140,28 @@ def test_background_jobs_equal_replace_copies():
     assert [j.job_id for j in got] == [4, 5, 6, 7, 8]
     assert got[0].model == "vgg16" and got[0].priority == 2 and got[1].model == "resnet50"
     assert all(type(j.arrival_s) is float and j.tracked is False for j in got)
+
+
+def test_added_util_summed_on_first_read_equals_the_running_sum():
+    """WorkingState.added_util, summed when first read and kept up to date after, equals the
+    catalogue utilisation of every start on each of its GPUs (hand-computed sums)."""
+    from gpusched_env.cluster.model import SimModel
+    from gpusched_env.cluster.simulator import Simulator
+    from gpusched_env.placement import PlacementContext
+    from gpusched_env.topology import NodeGroup, Topology
+
+    topo = Topology.build([NodeGroup(1, 4)])
+    jobs = [Job(0, 0.0, 2, 10.0, "resnet50", "A", 4.0), Job(1, 0.0, 1, 10.0, "vgg16", "B", 4.0),
+            Job(2, 0.0, 2, 10.0, "vgg16", "B", 4.0)]
+    sim = Simulator(topo, jobs, SimModel(), seed=0, max_jobs_per_gpu=4)
+    sim.start(None)
+    assert sim.advance()
+    r, v = job_util(jobs[0]), job_util(jobs[1])
+    assert 0 < r <= 1 and 0 < v <= 1 and r != v
+    ws = WorkingState(PlacementContext(sim.view()))
+    ws.take(jobs[0], (0, 1))
+    ws.take(jobs[1], (1,))
+    assert ws.added_util.tolist() == [r, r + v, 0.0, 0.0]
+    ws.take(jobs[2], (1, 3))
+    assert ws.added_util.tolist() == [r, r + v + v, 0.0, v]
+    assert ws.n_res.tolist() == [1, 3, 0, 1]
