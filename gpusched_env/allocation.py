@@ -253,7 +253,7 @@ class ClusterState:
             seen.add(d.job_id)
             job = self._job(d.job_id)
             if isinstance(d, Start):
-                if d.job_id in self.running or not self.is_pending(d.job_id):
+                if d.job_id in self.running or self._pending_index(job) is None:  # = not is_pending
                     raise InvalidDecision("job-not-pending", f"Start for job {d.job_id}, which is not queued")
                 self._check_gpus(job, d.gpus)
             else:

@@ -47,7 +47,7 @@ _EXACT_TICKS = 10_000
 """Idle round ticks skipped by repeated addition (as the ticks themselves add); more by one product."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     """Dynamic state of one running job."""
 
@@ -61,9 +61,9 @@ class _Run:
     due: float = 0.0  # completion time at the current speed
     armed_at: float | None = None  # time of the pending completion event
     util: float = 1.0  # the job's utilisation of a GPU it has alone, in [0, 1]
-    # set by a straggler toggle for a whole job alone on each of its GPUs (None otherwise, and
-    # cleared at every full re-timing): the largest slowness over its GPUs, its base iteration
-    # time and class, so the next toggle re-times it from the one GPU that changed
+    # for a whole job alone on each of its GPUs (None otherwise; set at every re-timing): the
+    # largest slowness over its GPUs, its base iteration time and class, so a straggler toggle
+    # re-times it from the one GPU that changed
     worst: float | None = None
     base_s: float = 0.0
     cls: int = 0
@@ -382,8 +382,13 @@ class Simulator:
                 continue
             alloc = running[jid]
             self._last_gpus[jid] = alloc.gpus
-            run.iter_s = speed.iter_time(state.jobs[jid], alloc, run.loc_mult, run.comm_s)
-            run.worst = None
+            job = state.jobs[jid]
+            worst = run.worst = speed.alone_worst(job, alloc)  # kept for the next straggler toggle
+            if worst is None:
+                run.iter_s = speed.iter_time(job, alloc, run.loc_mult, run.comm_s)
+            else:  # the same float as iter_time
+                run.base_s, run.cls = self.spec(job.model).base_iter_s, job.class_index
+                run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
             watts = 0.0  # the job's share of each of its GPUs' power
             for g in alloc.gpus:
                 watts += power_l[g] / len(resident[g])
@@ -496,7 +501,9 @@ class Simulator:
         alone on each of its GPUs runs at the pace of its slowest GPU: that largest slowness is
         kept from one toggle to the next (``_Run.worst``), so a toggle compares the one GPU that
         changed with it and looks at all the job's GPUs only when that GPU was the slowest and
-        sped up. ``incremental_toggles = False`` takes the plain steps instead (same floats)."""
+        sped up (``_Run.worst`` is set at every full re-timing, :meth:`_refresh`, and a toggle
+        changes no GPU's residents). ``incremental_toggles = False`` takes the plain steps
+        instead (same floats)."""
         speed = self.speed
         old = speed.slow_row(g)
         speed.set_straggle(g, factor)
@@ -528,20 +535,16 @@ class Simulator:
                 rec.energy_j += dt * run.power_w
             run.last_t = now
             worst = run.worst  # re-time (as iter_time)
-            if worst is not None:
-                s = new[run.cls]
-                if s >= worst:
-                    worst = s
-                elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all
-                    worst = speed.alone_worst(job, state.running[jid])
-            else:
+            if worst is None:  # shares a GPU, MPS or a pipeline (residents are as at the last re-timing)
+                run.iter_s = speed.iter_time(job, state.running[jid], run.loc_mult, run.comm_s)
+                self._schedule_completion(jid, run, now)
+                continue
+            s = new[run.cls]
+            if s >= worst:
+                worst = s
+            elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all
                 worst = speed.alone_worst(job, state.running[jid])
-                if worst is None:
-                    run.iter_s = speed.iter_time(job, state.running[jid], run.loc_mult, run.comm_s)
-                    self._schedule_completion(jid, run, now)
-                    continue
-                run.base_s, run.cls = self.spec(job.model).base_iter_s, job.class_index
-            assert worst is not None
+                assert worst is not None  # its GPUs' residents did not change
             run.worst = worst
             iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
             left = job.work_iters - done[jid]  # completion (as _schedule_completion)

@@ -78,7 +78,7 @@ class DataParallelSpeed:
 
     def set_straggle(self, g: int, factor: float) -> None:
         self.straggle[g] = factor
-        st, sp = float(self.straggle[g]), self._speed_l[g]
+        st, sp = float(factor), self._speed_l[g]  # the float the array holds
         self._slow[g] = [f * st / sp for f in self._factors_l[g]]
 
     def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
