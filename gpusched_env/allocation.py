@@ -13,6 +13,7 @@ MPS tenant there allows oversubscription).
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -73,9 +74,14 @@ class ClusterState:
         self.free_mask = np.ones(n, dtype=bool)  # up and holding no job (kept up to date)
         self.n_free = n  # count of free_mask
         self.jobs: dict[int, Job] = {}
-        self.pending: list[Job] = []  # sorted by (arrival, id)
-        self.pending_ids: list[int] = []  # ids of ``pending``, same order
-        self._pending_keys: list[tuple[float, int]] = []  # (arrival, id) of ``pending``: bisect without a key function
+        # The queue, sorted by (arrival, id): deques, since a queue-order policy starts jobs from the
+        # head of a queue that holds thousands (a list would move them all at every start).
+        self.pending: deque[Job] = deque()
+        self.pending_ids: deque[int] = deque()  # ids of ``pending``, same order
+        # (arrival, id) of ``pending`` from index ``_k0`` on (a list, for bisect without a key
+        # function; entries before ``_k0`` left from the head and are dropped in bulk)
+        self._pending_keys: list[tuple[float, int]] = []
+        self._k0 = 0
         self.pending_gpus = 0  # GPUs requested by the queue in all
         self.pending_sizes: dict[int, int] = {}  # GPU count -> queued jobs requesting it
         self.enqueued: list[int] = []  # every job id put in the queue, in order (arrival, preemption, requeue)
@@ -103,11 +109,17 @@ class ClusterState:
         self._enqueue(job)
 
     def _enqueue(self, job: Job) -> None:
-        key = _pending_key(job)
-        i = bisect.bisect_right(self._pending_keys, key)
-        self._pending_keys.insert(i, key)
-        self.pending.insert(i, job)
-        self.pending_ids.insert(i, job.job_id)
+        key, keys = _pending_key(job), self._pending_keys
+        if not self.pending or key > keys[-1]:  # the common case: a new arrival joins the tail
+            keys.append(key)
+            self.pending.append(job)
+            self.pending_ids.append(job.job_id)
+        else:
+            i = bisect.bisect_right(keys, key, self._k0)
+            keys.insert(i, key)
+            i -= self._k0
+            self.pending.insert(i, job)
+            self.pending_ids.insert(i, job.job_id)
         self.enqueued.append(job.job_id)
         self.pending_gpus += job.num_gpus
         self.pending_sizes[job.num_gpus] = self.pending_sizes.get(job.num_gpus, 0) + 1
@@ -116,9 +128,18 @@ class ClusterState:
         i = self._pending_index(job)
         if i is None:
             raise InvalidDecision("job-not-pending", f"job {job.job_id} is not in the queue")
-        del self.pending[i]
-        del self.pending_ids[i]
-        del self._pending_keys[i]
+        if i == 0:
+            self.pending.popleft()
+            self.pending_ids.popleft()
+            self._k0 += 1
+            k0 = self._k0
+            if k0 > 1024 and 2 * k0 > len(self._pending_keys):  # drop the keys that left, in bulk
+                del self._pending_keys[:k0]
+                self._k0 = 0
+        else:
+            del self.pending[i]
+            del self.pending_ids[i]
+            del self._pending_keys[self._k0 + i]
         self.pending_gpus -= job.num_gpus
         left = self.pending_sizes[job.num_gpus] - 1
         if left:
@@ -128,8 +149,11 @@ class ClusterState:
 
     def _pending_index(self, job: Job) -> int | None:
         """Position of ``job`` in the queue (binary search on (arrival, id)), or None."""
-        i = bisect.bisect_left(self._pending_keys, _pending_key(job))
-        return i if i < len(self.pending) and self.pending_ids[i] == job.job_id else None
+        ids = self.pending_ids
+        if ids and ids[0] == job.job_id:
+            return 0
+        i = bisect.bisect_left(self._pending_keys, _pending_key(job), self._k0) - self._k0
+        return i if i < len(ids) and ids[i] == job.job_id else None
 
     def is_pending(self, job_id: int) -> bool:
         job = self.jobs.get(job_id)
@@ -141,9 +165,9 @@ class ClusterState:
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
         n, mem, share = self.n_resident, self.mem_used, self.share_used
         dmem, dshare = sign * job.mem_gb, sign * job.gpu_fraction
-        free, up, jid = self.free_mask, self.up, job.job_id
+        free, up, jid, resident = self.free_mask, self.up, job.job_id, self.resident
         for g in gpus:  # scalar updates: cheaper than fancy indexing for a few GPUs
-            here = self.resident[g]
+            here = resident[g]
             if sign > 0:
                 if not here and up[g]:
                     self.n_free -= 1
@@ -157,7 +181,8 @@ class ClusterState:
                 else:
                     free[g] = False
             n[g] = len(here)
-            mem[g] += dmem
+            if dmem:  # adding 0.0 leaves a sum as it is (memory use is never -0.0)
+                mem[g] += dmem
             share[g] += dshare
 
     def release(self, job_id: int) -> Allocation:
@@ -228,7 +253,7 @@ class ClusterState:
             seen.add(d.job_id)
             job = self._job(d.job_id)
             if isinstance(d, Start):
-                if d.job_id in self.running or not self.is_pending(d.job_id):
+                if d.job_id in self.running or self._pending_index(job) is None:  # = not is_pending
                     raise InvalidDecision("job-not-pending", f"Start for job {d.job_id}, which is not queued")
                 self._check_gpus(job, d.gpus)
             else:

@@ -272,13 +272,12 @@ class QueueScheduler:
         pend = view.pending
         if not pend:
             return []
-        free = view.free
-        n_free = int(np.count_nonzero(free))
+        n_free = view.n_free  # = count of view.free (kept by the backend)
         if n_free == 0:
             return []
         if self.head_of_line and self.order.is_arrival_order and pend[0].num_gpus > n_free:
             return []  # fast path: the head cannot start
-        ctx = PlacementContext(view, free)
+        ctx = PlacementContext(view)
         out: list[Decision] = []
         for job in self._pending_in_order(view):
             if n_free == 0:

@@ -88,17 +88,42 @@ class Stragglers:
         the host learns it from :meth:`flush` before a job starts there. The first toggle of a GPU
         that holds jobs stops the run and is returned as (time, GPU, factor) for the host to apply
         at that time (it may arm events before ``limit``). None when every toggle before ``limit``
-        was run."""
-        heap, stale = self._heap, self._stale
-        while heap and heap[0][0] < limit:
-            t, _, g, on = heapq.heappop(heap)
-            factor = self._toggle(t, g, on)
+        was run.
+
+        The steps of :meth:`_toggle` written out (most events of a long run are toggles); the
+        popped toggle is replaced by the GPU's next one in one heap operation (the order is the
+        same: (time, order scheduled) keys are unique)."""
+        heap, stale, slowed = self._heap, self._stale, self.slowed
+        mean_on, mean_off = self.mean_on, self.mean_off
+        buf, seq = self._buf, self._seq
+        hit: tuple[float, int, float] | None = None
+        while heap:
+            t, _, g, on = heap[0]
+            if t >= limit:
+                break
+            if not buf:
+                self._refill()
+                buf = self._buf
+            mag, exp = buf.pop()
+            factor: float | None
+            if on:
+                slowed[g] = mag != 1.0
+                factor = mag
+                delay = exp * mean_on
+            else:
+                factor = 1.0 if slowed[g] else None
+                slowed[g] = False
+                delay = exp * mean_off
+            heapq.heapreplace(heap, (t + delay, seq, g, not on))
+            seq += 1
             if factor is None:
                 continue
             if resident[g]:
-                return t, g, factor
+                hit = (t, g, factor)
+                break
             stale[g] = factor
-        return None
+        self._seq = seq
+        return hit
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
@@ -116,10 +141,14 @@ class Stragglers:
     def _draw(self) -> tuple[float, float]:
         """(slowdown magnitude, standard exponential) from pre-drawn batches of the stream."""
         if not self._buf:
-            mags = np.interp(self.rng.random(4096), QUANTILE_GRID, STRAGGLER_SLOWDOWN)
-            self._buf = list(zip(mags.tolist(), self.rng.standard_exponential(4096).tolist(), strict=True))
-            self._buf.reverse()
+            self._refill()
         return self._buf.pop()
+
+    def _refill(self) -> None:
+        """The next batch of draws (popped from the end, so kept reversed)."""
+        mags = np.interp(self.rng.random(4096), QUANTILE_GRID, STRAGGLER_SLOWDOWN)
+        self._buf = list(zip(mags.tolist(), self.rng.standard_exponential(4096).tolist(), strict=True))
+        self._buf.reverse()
 
 
 def drift_process(

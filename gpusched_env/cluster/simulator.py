@@ -47,7 +47,7 @@ _EXACT_TICKS = 10_000
 """Idle round ticks skipped by repeated addition (as the ticks themselves add); more by one product."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     """Dynamic state of one running job."""
 
@@ -61,6 +61,12 @@ class _Run:
     due: float = 0.0  # completion time at the current speed
     armed_at: float | None = None  # time of the pending completion event
     util: float = 1.0  # the job's utilisation of a GPU it has alone, in [0, 1]
+    # for a whole job alone on each of its GPUs (None otherwise; set at every re-timing): the
+    # largest slowness over its GPUs, its base iteration time and class, so a straggler toggle
+    # re-times it from the one GPU that changed
+    worst: float | None = None
+    base_s: float = 0.0
+    cls: int = 0
 
 
 class _Due(simpy.Timeout):
@@ -82,6 +88,10 @@ class Simulator:
 
     ``completed`` lists finished job ids in completion order (consumers such as the env read it).
     """
+
+    incremental_toggles = True
+    """Re-time the jobs of a straggling GPU from their kept slowest GPU (:meth:`set_straggle`);
+    False takes the plain steps (tests compare the two)."""
 
     def __init__(
         self,
@@ -212,14 +222,19 @@ class Simulator:
                     return True
 
     def _run_stragglers(self, strag: Stragglers, limit: float) -> None:
-        """Straggler toggles due before ``limit``, merged into the event loop in time order; one
-        that touches jobs runs at its own time (it may arm a completion before ``limit``)."""
-        hit = strag.run_before(limit, self.state.resident)
-        if hit is not None:
+        """Straggler toggles due before ``limit`` (the next event's time), merged into the event
+        loop in time order; one that touches jobs runs at its own time and may arm a completion
+        before ``limit``, so the limit is the next event's time again after it."""
+        env, resident = self.env, self.state.resident
+        while True:
+            hit = strag.run_before(limit, resident)
+            if hit is None:
+                return
             t, g, factor = hit
-            self.env._now = t  # the toggle's time: settle and re-arm its jobs then
+            env._now = t  # the toggle's time: settle and re-arm its jobs then
             self.set_straggle(g, factor)
             self._check()
+            limit = env.peek()
 
     def wake_at(self, t: float) -> None:
         """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
@@ -367,7 +382,13 @@ class Simulator:
                 continue
             alloc = running[jid]
             self._last_gpus[jid] = alloc.gpus
-            run.iter_s = speed.iter_time(state.jobs[jid], alloc, run.loc_mult, run.comm_s)
+            job = state.jobs[jid]
+            worst = run.worst = speed.alone_worst(job, alloc)  # kept for the next straggler toggle
+            if worst is None:
+                run.iter_s = speed.iter_time(job, alloc, run.loc_mult, run.comm_s)
+            else:  # the same float as iter_time
+                run.base_s, run.cls = self.spec(job.model).base_iter_s, job.class_index
+                run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
             watts = 0.0  # the job's share of each of its GPUs' power
             for g in alloc.gpus:
                 watts += power_l[g] / len(resident[g])
@@ -472,14 +493,67 @@ class Simulator:
 
     # -- process hooks (gpusched_env.cluster.processes.Host) ---------------------------------
     def set_straggle(self, g: int, factor: float) -> None:
-        """A transient slowdown starts or ends on GPU ``g``: only the speed of its jobs changes."""
-        self.speed.set_straggle(g, factor)
+        """A transient slowdown starts or ends on GPU ``g``: only the speed of its jobs changes.
+
+        Each job there is settled, re-timed and its completion re-set (the steps of
+        :meth:`_settle`, :meth:`DataParallelSpeed.iter_time` and :meth:`_schedule_completion`,
+        written out in one loop: most events of a busy cluster are these toggles). A whole job
+        alone on each of its GPUs runs at the pace of its slowest GPU: that largest slowness is
+        kept from one toggle to the next (``_Run.worst``), so a toggle compares the one GPU that
+        changed with it and looks at all the job's GPUs only when that GPU was the slowest and
+        sped up (``_Run.worst`` is set at every full re-timing, :meth:`_refresh`, and a toggle
+        changes no GPU's residents). ``incremental_toggles = False`` takes the plain steps
+        instead (same floats)."""
+        speed = self.speed
+        old = speed.slow_row(g)
+        speed.set_straggle(g, factor)
+        here = self.state.resident[g]
+        if not here:
+            return
         now = self.env.now
-        for jid in self.state.resident[g]:
-            run = self.runs[jid]
-            self._settle(jid, now)
-            run.iter_s = self.speed.iter_time(self.state.jobs[jid], self.state.running[jid], run.loc_mult, run.comm_s)
-            self._schedule_completion(jid, run, now)
+        if not self.incremental_toggles or (self.model.completion_at_round and self._round_s):
+            for jid in here:
+                run = self.runs[jid]
+                self._settle(jid, now)
+                run.iter_s = speed.iter_time(self.state.jobs[jid], self.state.running[jid], run.loc_mult, run.comm_s)
+                run.worst = None
+                self._schedule_completion(jid, run, now)
+            return
+        new = speed.slow_row(g)
+        state, runs, done, attained, records = self.state, self.runs, self.done, self.attained, self.records
+        jobs = state.jobs
+        for jid in here:
+            run = runs[jid]
+            job = jobs[jid]
+            dt = now - run.last_t  # settle (as _settle)
+            if dt > 0:
+                work_dt = max(0.0, now - max(run.last_t, run.resume_at))
+                done[jid] = min(job.work_iters, done[jid] + work_dt / run.iter_s)
+                attained[jid] += dt * job.num_gpus
+                rec = records[jid]
+                rec.gpu_seconds += dt * job.num_gpus
+                rec.energy_j += dt * run.power_w
+            run.last_t = now
+            worst = run.worst  # re-time (as iter_time)
+            if worst is None:  # shares a GPU, MPS or a pipeline (residents are as at the last re-timing)
+                run.iter_s = speed.iter_time(job, state.running[jid], run.loc_mult, run.comm_s)
+                self._schedule_completion(jid, run, now)
+                continue
+            s = new[run.cls]
+            if s >= worst:
+                worst = s
+            elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all
+                worst = speed.alone_worst(job, state.running[jid])
+                assert worst is not None  # its GPUs' residents did not change
+            run.worst = worst
+            iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
+            left = job.work_iters - done[jid]  # completion (as _schedule_completion)
+            delay = max(0.0, run.resume_at - now) + max(0.0, left) * iter_s
+            due = run.due = now + delay
+            armed = run.armed_at
+            if armed is None or armed > due:
+                run.version += 1
+                self._arm(jid, run, delay)
 
     def set_factors(self, factors: np.ndarray) -> None:
         """The variability factors drifted: every job's speed changes."""

@@ -78,7 +78,7 @@ class DataParallelSpeed:
 
     def set_straggle(self, g: int, factor: float) -> None:
         self.straggle[g] = factor
-        st, sp = float(self.straggle[g]), self._speed_l[g]
+        st, sp = float(factor), self._speed_l[g]  # the float the array holds
         self._slow[g] = [f * st / sp for f in self._factors_l[g]]
 
     def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
@@ -116,6 +116,28 @@ class DataParallelSpeed:
                 return base * worst * mult + comm_s
         worst = max(self.slowness(job, g) for g in gpus)
         return base * worst * mult + comm_s
+
+    def alone_worst(self, job: Job, alloc: Allocation) -> float | None:
+        """The largest slowness of ``job`` over its GPUs when it runs whole (not MPS, not a
+        pipeline) and alone on each of them, else None. Its iteration time is then
+        ``base_iter_s x this x mult + comm_s``, the same float as :meth:`iter_time` (a one-GPU job
+        has mult 1 and comm 0)."""
+        if job.pipeline is not None or alloc.sharing.is_mps:
+            return None
+        resident, slow, c = self.state.resident, self._slow, job.class_index
+        worst = -math.inf
+        for g in alloc.gpus:
+            if len(resident[g]) != 1:
+                return None
+            s = slow[g][c]
+            if s > worst:
+                worst = s
+        return worst
+
+    def slow_row(self, g: int) -> list[float]:
+        """GPU ``g``'s slowness per class now (variability x straggle / speed; a list that
+        :meth:`set_straggle` and :meth:`set_factors` replace, never change)."""
+        return self._slow[g]
 
     def slowness(self, job: Job, g: int) -> float:
         """Time multiplier of ``job`` on GPU ``g`` against the reference GPU (see module docstring)."""

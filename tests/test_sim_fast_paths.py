@@ -1,0 +1,168 @@
+"""The simulator's fast paths against their plain definitions: the queue kept in deques, the
+straggler timeline's written-out toggles and the incremental re-timing of a straggling GPU's jobs."""
+
+from __future__ import annotations
+
+import heapq
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from gpusched.baselines import get_policy
+from gpusched_env.allocation import ClusterState
+from gpusched_env.cluster.model import FailureConfig, SimModel, StragglerConfig
+from gpusched_env.cluster.processes import Stragglers
+from gpusched_env.cluster.simulator import Simulator
+from gpusched_env.cluster.variability import VariabilityConfig
+from gpusched_env.policy import run_policy
+from gpusched_env.topology import NodeGroup, Topology
+from gpusched_env.types import Job, Preempt, Start
+
+# -- the queue ------------------------------------------------------------------------------
+
+
+def test_queue_matches_a_sorted_list_through_starts_preemptions_and_compaction():
+    """Random submits (some out of arrival order), starts at the head and in the middle, and
+    preemptions (back into the middle); 3,000 head starts pass the bulk drop of old keys twice.
+    After every step the queue is the (arrival, id)-sorted list of the jobs waiting."""
+    rng = np.random.default_rng(5)
+    s = ClusterState(Topology.build([NodeGroup(1, 4, "V100", 16.0)]), max_jobs_per_gpu=64)
+    waiting: dict[int, Job] = {}
+    running: list[int] = []
+    heads = 0
+
+    def check() -> None:
+        want = sorted(waiting.values(), key=lambda j: (j.arrival_s, j.job_id))
+        assert list(s.pending) == want
+        assert list(s.pending_ids) == [j.job_id for j in want]
+        assert s.pending_gpus == len(want)
+
+    for i in range(4000):
+        late = rng.random() < 0.1  # an arrival time earlier than jobs already queued
+        job = Job(i, float(i - 50 * late + rng.integers(0, 3)), 1, 10, "resnet50")
+        s.submit(job)
+        waiting[i] = job
+        op = rng.random()
+        if op < 0.75 and waiting:  # start the head (FIFO) or, now and then, a job further back
+            ids = list(s.pending_ids)
+            jid = ids[0] if rng.random() < 0.9 else ids[int(rng.integers(0, len(ids)))]
+            heads += jid == ids[0]
+            if len(running) == 64:  # keep the GPUs' job count within the limit: one leaves first
+                s.finish(running.pop(0))
+            s.apply([Start(jid, (int(rng.integers(0, 4)),))], float(i))
+            running.append(jid)
+            del waiting[jid]
+        elif op < 0.8 and running:
+            jid = running.pop(int(rng.integers(0, len(running))))
+            s.apply([Preempt(jid)], float(i))
+            waiting[jid] = s.jobs[jid]
+        if i % 10 == 0 or i > 3990:
+            check()
+        for jid in list(waiting)[:3]:
+            assert s.is_pending(jid)
+        for jid in running[:3]:
+            assert not s.is_pending(jid)
+    assert heads > 2500 and s._k0 < 1024  # the keys that left the head were dropped
+
+
+# -- the straggler timeline -----------------------------------------------------------------
+
+
+def _plain_run_before(s: Stragglers, limit: float, resident: list[list[int]]) -> tuple[float, int, float] | None:
+    """``Stragglers.run_before`` as first written: pop, ``_toggle``, push."""
+    while s._heap and s._heap[0][0] < limit:
+        t, _, g, on = heapq.heappop(s._heap)
+        factor = s._toggle(t, g, on)
+        if factor is None:
+            continue
+        if resident[g]:
+            return t, g, factor
+        s._stale[g] = factor
+    return None
+
+
+def test_run_before_makes_the_plain_toggles():
+    """Two timelines of one seed, one run with the written-out loop and one with the plain steps,
+    under changing limits and GPUs that hold jobs: the same hits, factors noted, GPU states and
+    next toggles (past a refill of the pre-drawn batch)."""
+    cfg = StragglerConfig(enabled=True, fraction_scale=2.0, sample_s=5.0)
+    host = SimpleNamespace(env=SimpleNamespace(now=0.0))
+    fast = Stragglers(host, cfg, 16, np.random.default_rng(3))  # type: ignore[arg-type]
+    plain = Stragglers(host, cfg, 16, np.random.default_rng(3))  # type: ignore[arg-type]
+    rng = np.random.default_rng(4)
+    hits = 0
+    limit = 0.0
+    for _ in range(3000):
+        limit += float(rng.exponential(150.0))
+        resident: list[list[int]] = [[1] if rng.random() < 0.3 else [] for _ in range(16)]
+        while True:
+            a, b = fast.run_before(limit, resident), _plain_run_before(plain, limit, resident)
+            assert a == b
+            if a is None:
+                break
+            hits += 1
+        assert fast.slowed == plain.slowed and fast._stale == plain._stale and fast._seq == plain._seq
+        assert sorted(fast._heap) == sorted(plain._heap)
+    assert hits > 300 and fast._seq > 4096
+
+
+# -- incremental re-timing of a straggling GPU's jobs ---------------------------------------
+
+MODELS = ["resnet50", "vgg19", "bert", "dcgan", "alexnet", "resnet18"]
+
+
+def _jobs(n: int, seed: int) -> list[Job]:
+    rng = np.random.default_rng(seed)
+    return [
+        Job(i, float(rng.uniform(0, 20000)), int(rng.choice([1, 1, 2, 4, 8, 12])), float(rng.integers(200, 20000)),
+            MODELS[int(rng.integers(0, len(MODELS)))], perf_class="ABCD"[int(rng.integers(0, 4))], mem_gb=4.0)
+        for i in range(n)
+    ]
+
+
+def _run(policy: str, incremental: bool, model: SimModel, checked: list[int] | None = None) -> Simulator:
+    topo = Topology.build([NodeGroup(3, 4, "V100", 16.0), NodeGroup(1, 4, "P100", 16.0)])
+    sim = Simulator(topo, _jobs(120, 1), model, seed=2)
+    sim.incremental_toggles = incremental
+    if checked is not None:  # every toggle leaves each job there at iter_time's speed
+        plain_toggle = sim.set_straggle
+
+        def toggle(g: int, factor: float) -> None:
+            plain_toggle(g, factor)
+            for jid in sim.state.resident[g]:
+                run = sim.runs[jid]
+                want = sim.speed.iter_time(sim.state.jobs[jid], sim.state.running[jid], run.loc_mult, run.comm_s)
+                assert run.iter_s == want
+                checked[0] += 1
+                checked[1] += run.worst is not None
+
+        sim.set_straggle = toggle  # type: ignore[method-assign]
+    run_policy(sim, get_policy(policy))
+    return sim
+
+
+@pytest.mark.parametrize("policy", ["fifo", "gandiva", "las"])
+def test_incremental_toggles_give_the_plain_floats(policy):
+    """fifo (whole jobs alone on 1-12 GPUs), gandiva (co-located jobs: the plain path) and las
+    (preemptions and restarts), with stragglers, drift and node failures: the incremental
+    re-timing gives every job's records float for float as the plain steps, and after every
+    toggle each job there runs at ``iter_time``'s speed."""
+    model = SimModel(
+        stragglers=StragglerConfig(enabled=True, fraction_scale=1.0, sample_s=20.0),
+        variability=VariabilityConfig(drift_sigma=0.05, drift_interval_s=3000.0),
+        failures=FailureConfig(mtbf_h=20.0, repair_s=600.0),
+        restart_cost_s=5.0,
+    )
+    checked = [0, 0]
+    fast = _run(policy, True, model, checked)
+    plain = _run(policy, False, model)
+    if policy == "gandiva":  # the plain path for shared GPUs, the incremental one for the rest
+        assert checked[0] - checked[1] > 1000 and checked[1] > 0
+    else:
+        assert checked[1] == checked[0] > 500
+    for jid, rec in fast.records.items():
+        other = plain.records[jid]
+        assert (rec.finish_s, rec.gpu_seconds, rec.energy_j, rec.preemptions) == (
+            other.finish_s, other.gpu_seconds, other.energy_j, other.preemptions)
+    assert fast.result().energy_j == plain.result().energy_j
