@@ -10,13 +10,16 @@ from gpusched.real.service.spec import JobSpec, parse_spec
 
 # A resumable shell job: TICKS steps of 0.1 s, its step counter in the checkpoint folder. It follows the
 # preemption protocol: on SIGTERM it finishes the step under way, saves it and exits 143. Each step it
-# completes appends "id step rank" to DONE.steps; on completion it appends
+# completes appends "id step rank" to DONE.steps, once the step is saved; on completion it appends
 # "id restart-count first-step rank world-size" to DONE.
+# The stop signal reaches the job's whole process group, so it also kills a child the job runs at that
+# moment: the counter is read with the `read` builtin (no child), and a `mv` killed before its rename is
+# run again (the step is logged only once saved; logged but unsaved, the next launch would repeat it).
 TICKS_JOB = (
-    'trap "stop=1" TERM; stop=; '
-    'n=$(cat "$GPUSCHED_CHECKPOINT_DIR/n" 2>/dev/null || echo 0); first=$n; '
+    'trap "stop=1" TERM; stop=; c="$GPUSCHED_CHECKPOINT_DIR"; t="$c/n.$$"; '
+    'n=0; [ -e "$c/n" ] && read n < "$c/n"; first=$n; '
     'while [ "$n" -lt {ticks} ] && [ -z "$stop" ]; do sleep 0.1; n=$((n+1)); '
-    'echo $n > "$GPUSCHED_CHECKPOINT_DIR/n.tmp"; mv "$GPUSCHED_CHECKPOINT_DIR/n.tmp" "$GPUSCHED_CHECKPOINT_DIR/n"; '
+    'echo $n > "$t"; {{ mv "$t" "$c/n" || [ ! -e "$t" ] || mv "$t" "$c/n"; }} && '
     'echo "$GPUSCHED_JOB_ID $n ${{RANK:--}}" >> {done}.steps; done; '
     '[ -n "$stop" ] && exit 143; '
     'echo "$GPUSCHED_JOB_ID $GPUSCHED_RESTART_COUNT $first ${{RANK:--}} ${{WORLD_SIZE:--}}" >> {done}'
@@ -28,7 +31,7 @@ def ticks_spec(done: Path, ticks: int, gpus: int, hold: Path | None = None, **kw
     following the preemption protocol) instead of doing its next step: the test decides when it stops."""
     cmd = TICKS_JOB.format(ticks=ticks, done=done)
     if hold is not None:
-        cmd = cmd.replace("do sleep 0.1; n=$((n+1)); ", f'do sleep 0.1; h=$(cat "{hold}" 2>/dev/null); '
+        cmd = cmd.replace("do sleep 0.1; n=$((n+1)); ", f'do sleep 0.1; h=; [ -e "{hold}" ] && read h < "{hold}"; '
                           '[ -n "$h" ] && [ "$n" -ge "$h" ] && continue; n=$((n+1)); ')
     return parse_spec({"command": cmd, "shell": True, "gpus": gpus, **kw}, "test")
 
