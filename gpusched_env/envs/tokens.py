@@ -51,15 +51,25 @@ def token_space(max_nodes: int, max_queue: int) -> spaces.Dict:
 
 def to_tokens(flat: np.ndarray, n_nodes: int, k: int, max_nodes: int, max_queue: int) -> dict[str, np.ndarray]:
     """The token observation of a flat observation of ``n_nodes`` nodes and ``k`` window slots."""
-    nodes = np.zeros((max_nodes, NODE_FEATURES), dtype=np.float32)
-    nodes[:n_nodes] = flat[: n_nodes * NODE_FEATURES].reshape(n_nodes, NODE_FEATURES)
-    node_mask = np.zeros(max_nodes, dtype=np.float32)
-    node_mask[:n_nodes] = 1.0
-    a = n_nodes * NODE_FEATURES
-    slots = np.zeros((max_queue, SLOT_FEATURES), dtype=np.float32)
-    slots[:k] = flat[a: a + k * SLOT_FEATURES].reshape(k, SLOT_FEATURES)
-    glob = np.array(flat[a + k * SLOT_FEATURES:], dtype=np.float32)
-    return {"nodes": nodes, "node_mask": node_mask, "slots": slots, "glob": glob}
+    nodes, a = _rows(flat, 0, n_nodes, NODE_FEATURES, max_nodes)
+    slots, a = _rows(flat, a, k, SLOT_FEATURES, max_queue)
+    glob = np.array(flat[a:], dtype=np.float32)
+    return {"nodes": nodes, "node_mask": _node_mask(n_nodes, max_nodes), "slots": slots, "glob": glob}
+
+
+def _rows(flat: np.ndarray, start: int, n: int, width: int, max_n: int) -> tuple[np.ndarray, int]:
+    """``n`` rows of ``width`` features read from ``flat[start:]``, zero-padded to ``max_n`` rows, and
+    the offset after them."""
+    rows = np.zeros((max_n, width), dtype=np.float32)
+    end = start + n * width
+    rows[:n] = flat[start:end].reshape(n, width)
+    return rows, end
+
+
+def _node_mask(n_nodes: int, max_nodes: int) -> np.ndarray:
+    mask = np.zeros(max_nodes, dtype=np.float32)
+    mask[:n_nodes] = 1.0
+    return mask
 
 
 def pad_mask(mask: np.ndarray, k: int, n_opts: int, max_queue: int) -> np.ndarray:
@@ -104,19 +114,12 @@ def to_tokens_v1(flat: np.ndarray, n_nodes: int, k: int, r: int,
                  max_nodes: int, max_queue: int, max_running: int) -> dict[str, np.ndarray]:
     """The token observation of a flat Cluster-v1 observation (``n_nodes`` nodes, ``k`` start and
     ``r`` running slots)."""
-    nf, sf = NODE_FEATURES_V1, SLOT_FEATURES_V1
-    nodes = np.zeros((max_nodes, nf), dtype=np.float32)
-    nodes[:n_nodes] = flat[: n_nodes * nf].reshape(n_nodes, nf)
-    node_mask = np.zeros(max_nodes, dtype=np.float32)
-    node_mask[:n_nodes] = 1.0
-    a = n_nodes * nf
-    slots = np.zeros((max_queue, sf), dtype=np.float32)
-    slots[:k] = flat[a: a + k * sf].reshape(k, sf)
-    a += k * sf
-    running = np.zeros((max_running, sf), dtype=np.float32)
-    running[:r] = flat[a: a + r * sf].reshape(r, sf)
-    glob = np.array(flat[a + r * sf:], dtype=np.float32)
-    return {"nodes": nodes, "node_mask": node_mask, "slots": slots, "running": running, "glob": glob}
+    nodes, a = _rows(flat, 0, n_nodes, NODE_FEATURES_V1, max_nodes)
+    slots, a = _rows(flat, a, k, SLOT_FEATURES_V1, max_queue)
+    running, a = _rows(flat, a, r, SLOT_FEATURES_V1, max_running)
+    glob = np.array(flat[a:], dtype=np.float32)
+    return {"nodes": nodes, "node_mask": _node_mask(n_nodes, max_nodes), "slots": slots, "running": running,
+            "glob": glob}
 
 
 def pad_mask_v1(mask: np.ndarray, k: int, r: int, n_opts: int, max_queue: int, max_running: int) -> np.ndarray:

@@ -10,32 +10,21 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-import yaml
 
 import gpusched_env  # noqa: F401
 from gpusched.agents.adapter import PreemptAgentPolicy, load_agent_policy, write_meta
 from gpusched.agents.bc import clone, collect_v1, make_teacher
 from gpusched.agents.set_extractor import SetPolicy, action_probs, set_action
 from gpusched_env.cluster.build import simulate
-from gpusched_env.config_util import CONF_DIR, ConfigError
+from gpusched_env.config_util import ConfigError
 from gpusched_env.envs import ClusterV1Env
 from gpusched_env.envs.tokens import token_space_v1
 from gpusched_env.metrics import compute_metrics
-from gpusched_env.scenario import Scenario, load_scenario
+from gpusched_env.scenario import load_scenario
+from tests.agents.test_set_policy import SCN, _variant  # synthetic_small (2 nodes x 4 GPUs) resized
 
-SCN = "synthetic_small"  # 2 nodes x 4 GPUs
 OPTIONS = ["packed", "pal", "pm_first", "spread", "least_interference"]  # the teacher's placement first
 PAD = {"max_nodes": 8, "max_queue": 16, "max_running": 8}
-
-
-def _variant(nodes: int, gpus_per_node: int, n_jobs: int) -> Scenario:
-    """synthetic_small with another cluster and job count (max job size = one node)."""
-    cfg = yaml.safe_load((CONF_DIR / "scenario" / f"{SCN}.yaml").read_text())
-    cfg["cluster"]["nodes"][0].update(count=nodes, gpus_per_node=gpus_per_node)
-    cfg["cluster"]["nodes_per_rack"] = nodes
-    cfg["workload"].update(n_jobs=n_jobs, max_gpus=gpus_per_node)
-    cfg["name"] = f"{SCN}_{nodes}x{gpus_per_node}"
-    return load_scenario(cfg)
 
 
 def _shapes(policy: torch.nn.Module) -> list[tuple[str, tuple[int, ...]]]:

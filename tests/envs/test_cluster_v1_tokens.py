@@ -12,29 +12,13 @@ import pytest
 
 import gpusched_env  # noqa: F401  (registers the envs)
 from gpusched.agents.bc import collect_v1, make_teacher, play_v1
-from gpusched_env.catalog import MODELS
 from gpusched_env.cluster.build import simulate
 from gpusched_env.envs import ClusterV1Env
 from gpusched_env.envs.tokens import token_action_v1, window_action_v1
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario
 from gpusched_env.types import Preempt
-
-T = MODELS["resnet50"].base_iter_s
-
-
-def toy(jobs, gpus=1, restart_s=30.0, round_s=100.0):
-    """A one-node scenario without variability, inline jobs ``(arrival, GPUs, iterations)``."""
-    return load_scenario({
-        "name": "toy", "round_s": round_s,
-        "cluster": {"nodes": [{"count": 1, "gpus_per_node": gpus, "gpu_type": "V100", "gpu_mem_gb": 32.0}],
-                    "max_jobs_per_gpu": 1},
-        "workload": {"kind": "inline", "jobs": [
-            {"job_id": i, "arrival_s": a, "num_gpus": g, "work_iters": w, "model": "resnet50"}
-            for i, (a, g, w) in enumerate(jobs)]},
-        "model": {"variability": {"mode": "none"}, "restart_cost_s": restart_s, "start_cost_s": 0.0},
-    })
-
+from tests.envs.test_cluster_v1 import T, toy  # the one-node toy scenario
 
 # toy windows: K = 2 start slots, R = 2 running slots, P = 1 option (packed); padded to 3 nodes, 4 start
 # slots and 3 running slots. Token actions: start slot s -> s (0..3), lift running slot i -> 4 + i
