@@ -464,8 +464,23 @@ class DeviceSim:
         if w1:
             s, cap = c1.sm[c1.idx], g1.cap
             d1 = cap if cap < s else s
-        if w0 and w1:
-            return list(_two_shares(d0, d1, g0.level, g1.level))
+        if w0 and w1:  # _two_shares, inline
+            l0, l1 = g0.level, g1.level
+            if l0 == l1:
+                if d1 < d0:  # the smaller demand first: min(demand, 1/2), the other min(demand, rest)
+                    a = 0.5 if 0.5 < d1 else d1
+                    rest = 1.0 - a
+                    return [rest if rest < d0 else d0, a]
+                a = 0.5 if 0.5 < d0 else d0
+                rest = 1.0 - a
+                return [a, rest if rest < d1 else d1]
+            if l1 < l0:  # the lower level first: min(demand, 1), the other min(demand, rest)
+                a = 1.0 if 1.0 < d1 else d1
+                rest = 1.0 - a
+                return [rest if rest < d0 else d0, a]
+            a = 1.0 if 1.0 < d0 else d0
+            rest = 1.0 - a
+            return [a, rest if rest < d1 else d1]
         if w0:  # alone: min(demand, 1.0 / 1)
             return [1.0 if 1.0 < d0 else d0, 0.0]
         if w1:
@@ -584,7 +599,12 @@ class DeviceSim:
                 if po and c.cnt[k] > 1.0:
                     share = (1.0 - c.busy[k]) if g.level < go.level else 1.0
                     wait = share * o.alloc * 0.5 * o.block[o.idx]
-                c.rate = rate(got, c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, g.slow)
+                # rate(got, mem, busy, count, dur, over, wait, slow), inline
+                mem, count = c.mem[k], c.cnt[k]
+                gpu = c.busy[k] * ((1.0 - mem) + mem * over) / (g.slow * (got if got < 1.0 else 1.0))
+                if count > 1.0:
+                    gpu += (count - 1.0) * wait / c.dur[k]
+                c.rate = 1.0 / gpu if gpu > 1.0 else 1.0
         elif run0 or run1:
             c, g = (c0, g0) if run0 else (c1, g1)
             k = c.idx
