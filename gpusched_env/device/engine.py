@@ -557,7 +557,8 @@ class DeviceSim:
 
     def _rates2(self, grants: list[Grant]) -> None:
         """:meth:`_rates` for two clients (the same comparisons and the same arithmetic, without the
-        lists; a sum that starts at 0.0 is written from its first term, which it equals)."""
+        lists; a sum that starts at 0.0 is written from its first term, which it equals). The rates
+        come from the module's :func:`rate`, looked up per call (tests replace it)."""
         c0, c1 = self.clients
         g0, g1 = grants
         run0, run1 = c0.phase == RUN, c1.phase == RUN
@@ -599,12 +600,7 @@ class DeviceSim:
                 if po and c.cnt[k] > 1.0:
                     share = (1.0 - c.busy[k]) if g.level < go.level else 1.0
                     wait = share * o.alloc * 0.5 * o.block[o.idx]
-                # rate(got, mem, busy, count, dur, over, wait, slow), inline
-                mem, count = c.mem[k], c.cnt[k]
-                gpu = c.busy[k] * ((1.0 - mem) + mem * over) / (g.slow * (got if got < 1.0 else 1.0))
-                if count > 1.0:
-                    gpu += (count - 1.0) * wait / c.dur[k]
-                c.rate = 1.0 / gpu if gpu > 1.0 else 1.0
+                c.rate = rate(got, c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, g.slow)
         elif run0 or run1:
             c, g = (c0, g0) if run0 else (c1, g1)
             k = c.idx
