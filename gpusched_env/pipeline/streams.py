@@ -191,25 +191,33 @@ def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bo
     act, peak, busy = [0] * S, [0] * S, [0.0] * S
     timeline: list[tuple[int, int, int, float, float]] = []
 
+    # per stream: its items, its partner stream and that one's items, and the two stages (a stream
+    # whose partner would be outside the pipeline holds no items)
+    peers = [(items[q], partner[q], items[partner[q]] if 0 <= partner[q] < 2 * S else (), q >> 1, partner[q] >> 1)
+             for q in range(2 * S)]
+
     def pair(q: int) -> bool:
         """Run stream q's head items with their partners' while both can start."""
-        its, r = items[q], partner[q]
-        rits = items[r] if 0 <= r < 2 * S else ()
-        s, rs = q >> 1, r >> 1
+        its, r, rits, s, rs = peers[q]
+        i, n = sptr[q], len(its)
+        if i >= n:
+            return False
+        j, rn = sptr[r], len(rits)
+        ends, rends = cend[s], cend[rs]
         moved = False
-        while sptr[q] < len(its) and sptr[r] < len(rits):
-            send, msg, dep = its[sptr[q]]
-            rsend, rmsg, rdep = rits[sptr[r]]
+        while i < n and j < rn:
+            send, msg, dep = its[i]
+            rsend, rmsg, rdep = rits[j]
             if rmsg != msg or rsend == send:
                 break  # the partner's stream is still on an earlier item
             a, b = sfree[q], sfree[r]
             if dep >= 0:
-                e = cend[s][dep]
+                e = ends[dep]
                 if e == INF:
                     break
                 a = a if a > e else e
             if rdep >= 0:
-                e = cend[rs][rdep]
+                e = rends[rdep]
                 if e == INF:
                     break
                 b = b if b > e else e
@@ -219,10 +227,11 @@ def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bo
                 b += sleep[r]
             done = (a if a > b else b) + xfer
             sfree[q] = sfree[r] = done
-            sptr[q] += 1
-            sptr[r] += 1
+            i += 1
+            j += 1
             arrive[rs if send else s][msg] = done
             moved = True
+        sptr[q], sptr[r] = i, j
         return moved
 
     def compute(s: int) -> None:
