@@ -172,6 +172,9 @@ class DeviceSim:
         self._on_launch = None if getattr(hook, "__func__", None) is BaseMechanism.on_launch else hook
         # clients that take turns (time slicing) never co-run: no waits for each other's blocks
         self._co_run = bool(getattr(mechanism, "co_run", True))
+        # the SM water fill: its two-client form for every pair (no length test per event)
+        self._fill = self._water_fill2 if len(self.clients) == 2 else self._water_fill
+        self._rate_all = self._rates2 if len(self.clients) == 2 else self._rates
         for c in self.clients:
             if c.spec.is_service:
                 self._next_request(c, 0.0)
@@ -181,11 +184,78 @@ class DeviceSim:
 
     # -- the event loop -------------------------------------------------------------------------
     def run(self, until_s: float) -> RunStats:
-        """Advance to ``until_s`` and return the statistics so far (:meth:`step` in a loop)."""
-        step = self.step
-        while step(until_s):
-            pass
-        return self.finish()
+        """Advance to ``until_s`` and return the statistics so far: :meth:`step` in a loop, written
+        out inline (``_next_time``, ``_advance``, ``_handle`` and ``_plan`` without four calls per
+        event; the same operations in the same order)."""
+        clients, stats = self.clients, self.stats
+        plan, allocate, on_launch = self.mech.plan, self._allocate, self._on_launch
+        t = self.t
+        while True:
+            # _next_time
+            now = t
+            t = self.wake
+            for c in clients:
+                phase = c.phase
+                if phase == RUN:
+                    start = c.stall_until
+                    if not start > now:  # max(now, stall_until)
+                        start = now
+                    rate_c = c.rate
+                    x = start + c.remaining / rate_c if rate_c > 0 else (start if start > now else INF)
+                elif phase == HOST:
+                    x = c.ready_at
+                elif phase == IDLE and c.arr is not None and c.req < c.n_arr:
+                    x = c.arr[c.req]
+                else:
+                    continue
+                if x < t:
+                    t = x
+            if not now > t:  # max(t, now)
+                now_t = t
+            else:
+                now_t = now
+            t = until_s if until_s < now_t else now_t  # min(next event, until_s)
+            # _advance
+            dt_busy, sm_time = 0.0, 0.0
+            for c in clients:
+                if c.phase == RUN and (r := c.rate) > 0:
+                    stall = c.stall_until
+                    run = t - (stall if stall > now else now)  # t - max(now, stall_until)
+                    if run > 0:
+                        c.remaining -= r * run
+                        if run > dt_busy:
+                            dt_busy = run
+                        sm_time += c.alloc * run
+                        c.stats.gpu_s += run
+            stats.busy_s += dt_busy
+            stats.sm_s += sm_time
+            self.t = t
+            # _handle
+            for i, c in enumerate(clients):
+                phase = c.phase
+                if phase == RUN and c.remaining <= EPS * (1 + c.dur[c.idx]):
+                    c.stats.kernels += 1
+                    if not c.next_kernel(t):
+                        self._sequence_done(c, t)
+                    phase = c.phase
+                if phase == HOST and c.ready_at <= t + EPS:
+                    c.phase = phase = READY
+                    c.queued_at = t
+                if phase == IDLE and c.arr is not None:
+                    self._next_request(c, t)
+                    phase = c.phase
+                if phase == READY and c.queued_at == t and not c.started and on_launch is not None:
+                    on_launch(t, i, clients)
+                if phase >= READY:  # idle_since: -1 while a kernel is queued or running
+                    c.idle_since = -1.0
+                elif c.idle_since < 0:
+                    c.idle_since = t
+            if t >= until_s:
+                return self.finish()
+            # _plan
+            grants, wake = plan(t, clients)
+            self.wake = wake if wake > t + EPS else INF  # a wake-up now would never advance time
+            allocate(grants)
 
     def step(self, until_s: float = INF, replan: bool = True) -> bool:
         """Advance to the next event (at most ``until_s``); False once ``until_s`` is reached.
@@ -308,7 +378,7 @@ class DeviceSim:
 
     def _allocate(self, grants: list[Grant]) -> None:
         clients, t = self.clients, self.t
-        new = self._water_fill(grants)
+        new = self._fill(grants)
         # the SMs held before this event: a kernel displaced (shrunk or preempted) frees its SMs only
         # as its blocks end; free = 1 - sum over holders of max(old, new share)
         # one pass: holders update (shrunk, preempted: keeps its progress) and their SMs are counted;
@@ -347,7 +417,7 @@ class DeviceSim:
                     st.waits += 1
                     if wait > st.max_wait_s:
                         st.max_wait_s = wait
-        self._rates(grants)
+        self._rate_all(grants)
 
     def _water_fill(self, grants: list[Grant]) -> list[float]:
         """SM shares: level by level (lower first), max-min fair within a level, each client up to
@@ -394,8 +464,23 @@ class DeviceSim:
         if w1:
             s, cap = c1.sm[c1.idx], g1.cap
             d1 = cap if cap < s else s
-        if w0 and w1:
-            return list(_two_shares(d0, d1, g0.level, g1.level))
+        if w0 and w1:  # _two_shares, inline
+            l0, l1 = g0.level, g1.level
+            if l0 == l1:
+                if d1 < d0:  # the smaller demand first: min(demand, 1/2), the other min(demand, rest)
+                    a = 0.5 if 0.5 < d1 else d1
+                    rest = 1.0 - a
+                    return [rest if rest < d0 else d0, a]
+                a = 0.5 if 0.5 < d0 else d0
+                rest = 1.0 - a
+                return [a, rest if rest < d1 else d1]
+            if l1 < l0:  # the lower level first: min(demand, 1), the other min(demand, rest)
+                a = 1.0 if 1.0 < d1 else d1
+                rest = 1.0 - a
+                return [rest if rest < d0 else d0, a]
+            a = 1.0 if 1.0 < d0 else d0
+            rest = 1.0 - a
+            return [a, rest if rest < d1 else d1]
         if w0:  # alone: min(demand, 1.0 / 1)
             return [1.0 if 1.0 < d0 else d0, 0.0]
         if w1:
@@ -468,6 +553,67 @@ class DeviceSim:
                     share = (1.0 - c.busy[k]) if level < grants[j].level else 1.0
                     wait += share * o.alloc * 0.5 * o.block[o.idx]
             c.rate = f(got, c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, g.slow)
+
+
+    def _rates2(self, grants: list[Grant]) -> None:
+        """:meth:`_rates` for two clients (the same comparisons and the same arithmetic, without the
+        lists; a sum that starts at 0.0 is written from its first term, which it equals). The rates
+        come from the module's :func:`rate`, looked up per call (tests replace it)."""
+        c0, c1 = self.clients
+        g0, g1 = grants
+        run0, run1 = c0.phase == RUN, c1.phase == RUN
+        c0.rate = c1.rate = 0.0
+        co_run = self._co_run
+        if run0 and run1:
+            k0, k1 = c0.idx, c1.idx
+            sm0, sm1 = c0.sm[k0], c1.sm[k1]
+            s0, s1 = c0.alloc / sm0, c1.alloc / sm1
+            band = c0.mb[k0] * (s0 if s0 < 1.0 else 1.0) + c1.mb[k1] * (s1 if s1 < 1.0 else 1.0)
+            over = band if band > 1.0 else 1.0  # max(1, band)
+            if not co_run:  # taking turns: no members held back, no waits
+                c0.rate = rate(s0, c0.mem[k0], c0.busy[k0], c0.cnt[k0], c0.dur[k0], over, 0.0, g0.slow)
+                c1.rate = rate(s1, c1.mem[k1], c1.busy[k1], c1.cnt[k1], c1.dur[k1], over, 0.0, g1.slow)
+                return
+            cap0, cap1 = g0.cap, g1.cap
+            p0 = c0.alloc < (sm0 if sm0 <= cap0 else cap0) - 1e-9  # blocks pending: below min(demand, cap)
+            p1 = c1.alloc < (sm1 if sm1 <= cap1 else cap1) - 1e-9
+            for c, k, g, got, o, go, so, po in ((c0, k0, g0, s0, c1, g1, sm1, p1), (c1, k1, g1, s1, c0, g0, sm0, p0)):
+                mix = c.mix[k]
+                if mix is not None:  # member_ceiling beside the co-runner o
+                    cap = g.cap
+                    d_o = go.cap if go.cap < so else so
+                    if g.level < go.level:
+                        ceiling = -1.0
+                    elif g.level == go.level:
+                        sk = c.sm[k]
+                        if (cap if cap < sk else sk) <= d_o:
+                            ceiling = -1.0
+                        else:
+                            left = 1.0 - (d_o if d_o < 0.5 else 0.5)
+                            ceiling = cap if cap < left else left
+                    else:
+                        left = 1.0 - (d_o if d_o < 1.0 else 1.0)
+                        ceiling = cap if cap < left else left
+                    if 1e-12 < ceiling < mix.top:
+                        got = mix.share(ceiling)
+                wait = 0.0
+                if po and c.cnt[k] > 1.0:
+                    share = (1.0 - c.busy[k]) if g.level < go.level else 1.0
+                    wait = share * o.alloc * 0.5 * o.block[o.idx]
+                c.rate = rate(got, c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, wait, g.slow)
+        elif run0 or run1:
+            c, g = (c0, g0) if run0 else (c1, g1)
+            k = c.idx
+            got = c.alloc / c.sm[k]
+            band = c.mb[k] * (got if got < 1.0 else 1.0)
+            over = band if band > 1.0 else 1.0
+            if co_run:
+                mix = c.mix[k]
+                if mix is not None:
+                    ceiling = g.cap
+                    if 1e-12 < ceiling < mix.top:
+                        got = mix.share(ceiling)
+            c.rate = rate(got, c.mem[k], c.busy[k], c.cnt[k], c.dur[k], over, 0.0, g.slow)
 
 
 def rate(share: float, mem: float, busy: float, count: float, dur: float, over: float, wait: float,

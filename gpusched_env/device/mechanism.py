@@ -125,6 +125,8 @@ class BaseMechanism:
     def launch_delay(self, t: float, i: int, displaced: Sequence[int], clients: Sequence[ClientView]) -> float:
         if not displaced:
             return 0.0
+        if len(displaced) == 1:  # the max of one
+            return remaining_block(clients[displaced[0]])
         return max(remaining_block(clients[j]) for j in displaced)
 
     def on_launch(self, t: float, i: int, clients: Sequence[ClientView]) -> None:

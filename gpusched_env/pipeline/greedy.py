@@ -19,95 +19,83 @@ INF = math.inf
 
 
 def plan(model: PipelineModel, warmup: tuple[int, ...]) -> tuple[Orders, float]:
-    """Per-stage orders of the greedy scheduler under ``model``, and the makespan it predicts (ms)."""
+    """Per-stage orders of the greedy scheduler under ``model``, and the makespan it predicts (ms).
+
+    The planner's state (next micro-batch per kind, arrivals, free times, held activations) is kept
+    in local lists and the choice of an operation and its run are written out in the event loop."""
     S, M = model.stages, model.microbatches
     if len(warmup) != S or any(w < 1 for w in warmup):
         raise ValueError(f"warmup needs {S} values >= 1 (one per stage), got {list(warmup)}")
-    warm = [min(w, M, model.activation_limit) for w in warmup]
-    g = _Greedy(model)
+    limit = model.activation_limit
+    warm = [min(w, M, limit) for w in warmup]
+    dur = model.durations()
+    gpu = model.comm == "gpu"
+    link, p2p = model.link_delay_ms, model.transfer_ms
+    last = S - 1
+    f_in = [[0.0] * M] + [[INF] * M for _ in range(S - 1)]  # when each forward's input arrives
+    b_in = [[INF] * M for _ in range(S)]  # when each backward's input arrives
+    nf, nb, nw = [0] * S, [0] * S, [0] * S  # next micro-batch per kind
+    free, wake = [0.0] * S, [0.0] * S
+    orders: list[list[int]] = [[] for _ in range(S)]
     heap = [(0.0, s) for s in range(S)]
+    pop, push = heapq.heappop, heapq.heappush
     while heap:
-        t, s = heapq.heappop(heap)
-        if t != g.wake[s]:
+        t, s = pop(heap)
+        if t != wake[s]:
             continue  # superseded wake-up
-        kind = g.choose(s, t, warm[s])
-        if kind < 0:
-            nxt = g.next_arrival(s, warm[s])
-            g.wake[s] = nxt
+        f, b, w, ws = nf[s], nb[s], nw[s], warm[s]
+        # the kind to run (0 F, 1 B, 2 W) or -1 to wait: warm-up forwards first, then B > F > W
+        f_ok = f < M and f - w < limit and f_in[s][f] <= t
+        if f < ws:
+            kind = 0 if f_ok else -1
+        elif b < f and b_in[s][b] <= t:
+            kind = 1
+        elif f_ok:
+            kind = 0
+        else:
+            kind = 2 if w < b else -1
+        if kind < 0:  # wait for the input known to arrive next (INF if not yet known)
+            f_next = f_in[s][f] if f < M and f - w < limit else INF
+            b_next = b_in[s][b] if b < f and f >= ws else INF
+            nxt = min(f_next, b_next)
+            wake[s] = nxt
             if nxt < INF:
                 heapq.heappush(heap, (nxt, s))
             continue
-        for other, at in g.run(s, t, kind):
-            new = at if at > g.free[other] else g.free[other]
-            if new < g.wake[other]:
-                g.wake[other] = new
-                heapq.heappush(heap, (new, other))
-        g.wake[s] = g.free[s]
-        heapq.heappush(heap, (g.free[s], s))
-    if any(len(o) != 3 * M for o in g.orders):
-        raise RuntimeError(f"greedy scheduler stalled (warmup {warm}, activation_limit {model.activation_limit})")
-    return tuple(tuple(o) for o in g.orders), max(g.free)
-
-
-class _Greedy:
-    """The planner's state: next micro-batch per kind, arrivals, free times, held activations."""
-
-    def __init__(self, model: PipelineModel) -> None:
-        S, M = model.stages, model.microbatches
-        self.model, self.S, self.M = model, S, M
-        self.dur = model.durations()
-        self.gpu = model.comm == "gpu"
-        self.f_in = [[0.0] * M] + [[INF] * M for _ in range(S - 1)]
-        self.b_in = [[INF] * M for _ in range(S)]
-        self.nf, self.nb, self.nw = [0] * S, [0] * S, [0] * S
-        self.free, self.wake = [0.0] * S, [0.0] * S
-        self.orders: list[list[int]] = [[] for _ in range(S)]
-
-    def choose(self, s: int, t: float, warm: int) -> int:
-        """The kind to run on stage ``s`` at ``t`` (0 F, 1 B, 2 W) or -1 to wait."""
-        nf, nb, M = self.nf[s], self.nb[s], self.M
-        f_ok = nf < M and nf - self.nw[s] < self.model.activation_limit and self.f_in[s][nf] <= t
-        if nf < warm:
-            return 0 if f_ok else -1
-        if nb < nf and self.b_in[s][nb] <= t:
-            return 1
-        if f_ok:
-            return 0
-        return 2 if self.nw[s] < nb else -1
-
-    def next_arrival(self, s: int, warm: int) -> float:
-        """When the input stage ``s`` waits for is known to arrive (INF if not yet known)."""
-        nf, nb = self.nf[s], self.nb[s]
-        f_next = self.f_in[s][nf] if nf < self.M and nf - self.nw[s] < self.model.activation_limit else INF
-        b_next = self.b_in[s][nb] if nb < nf and nf >= warm else INF
-        return min(f_next, b_next)
-
-    def run(self, s: int, t: float, kind: int) -> list[tuple[int, float]]:
-        """Run one op of ``kind`` on stage ``s`` from ``t``; return (stage, arrival) it sends."""
-        M, last, sends = self.M, self.S - 1, []
-        link, p2p = self.model.link_delay_ms, self.model.transfer_ms
-        end = t + self.dur[kind][s]
+        end = t + dur[kind][s]
         if kind == 0:
-            m = self.nf[s]
-            self.nf[s] += 1
-            if s < last:
+            nf[s] = f + 1
+            code = f
+            if s < last:  # the activation goes to the next stage, which may wake earlier
                 at = end + p2p + link[s]
-                self.f_in[s + 1][m] = at
-                sends.append((s + 1, at))
-                end = at if self.gpu else end
+                f_in[s + 1][f] = at
+                o = s + 1
+                new = at if at > free[o] else free[o]
+                if new < wake[o]:
+                    wake[o] = new
+                    push(heap, (new, o))
+                end = at if gpu else end
             else:
-                self.b_in[s][m] = end
+                b_in[s][f] = end
         elif kind == 1:
-            m = self.nb[s]
-            self.nb[s] += 1
-            if s > 0:
+            nb[s] = b + 1
+            code = M + b
+            if s > 0:  # the gradient goes to the previous stage
                 at = end + p2p + link[s - 1]
-                self.b_in[s - 1][m] = at
-                sends.append((s - 1, at))
-                end = at if self.gpu else end
+                b_in[s - 1][b] = at
+                o = s - 1
+                new = at if at > free[o] else free[o]
+                if new < wake[o]:
+                    wake[o] = new
+                    push(heap, (new, o))
+                end = at if gpu else end
         else:
-            m = self.nw[s]
-            self.nw[s] += 1
-        self.orders[s].append(kind * M + m)
-        self.free[s] = end
-        return sends
+            nw[s] = w + 1
+            code = 2 * M + w
+        orders[s].append(code)
+        free[s] = end
+        wake[s] = end
+        push(heap, (end, s))
+    if any(len(o) != 3 * M for o in orders):
+        raise RuntimeError(f"greedy scheduler stalled (warmup {warm}, activation_limit {model.activation_limit})")
+    return tuple(tuple(o) for o in orders), max(free)

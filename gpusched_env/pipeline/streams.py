@@ -35,6 +35,8 @@ from collections import deque
 from dataclasses import replace
 from functools import lru_cache
 
+import numpy as np
+
 from gpusched_env.pipeline.execute import IterationResult
 from gpusched_env.pipeline.model import PipelineModel
 from gpusched_env.pipeline.ops import Orders
@@ -64,26 +66,43 @@ def issue_plan(model: PipelineModel, orders: Orders) -> tuple[tuple[tuple[_Item,
 def _issue_plan(model: PipelineModel, orders: Orders) -> tuple[tuple[tuple[_Item, ...], tuple[_Item, ...]], ...]:
     S, M = model.stages, model.microbatches
     start, end = _plan_times(model, orders)
-    # per stage: (time, 0 = comm / 1 = compute, tie, compute index or -1 send / -2 receive, code);
-    # a message's code is its consumer's (F(m) or B(m)), the same on both ends
-    progs: list[list[tuple[float, int, int, int, int]]] = [[] for _ in range(S)]
+    # per stage, the nodes sorted by (time, 0 = comm / 1 = compute, tie, compute index or -1 send /
+    # -2 receive, code): computations at their planned start; a send at its operation's end, numbered
+    # by ``tie`` in (stage, index) order, and the matching receive in the receiver's list with the
+    # same key; a message's code is its consumer's (F(m) or B(m)), the same on both ends. The keys
+    # are distinct, so numpy's lexsort gives the order of sorting the tuples.
+    codes = [np.asarray(o, dtype=np.int64) for o in orders]
+    fwd = [np.flatnonzero(c < M) if s < S - 1 else np.empty(0, np.int64) for s, c in enumerate(codes)]
+    bwd = [np.flatnonzero((c >= M) & (c < 2 * M)) if s > 0 else np.empty(0, np.int64) for s, c in enumerate(codes)]
+    ties: list[np.ndarray] = []  # per stage: the tie of each op's message (0 where none)
     tie = 0
     for s in range(S):
-        prog, st, en = progs[s], start[s], end[s]
-        for i, code in enumerate(orders[s]):
-            prog.append((st[i], 1, 0, i, code))
-            to = s + 1 if code < M else s - 1 if code < 2 * M else -1
-            if 0 <= to < S:
-                tie += 1
-                prog.append((en[i], 0, tie, -1, code))
-                progs[to].append((en[i], 0, tie, -2, code))
+        sent = np.zeros(len(codes[s]), dtype=np.int64)
+        own = np.sort(np.concatenate((fwd[s], bwd[s])))
+        sent[own] = np.arange(tie + 1, tie + 1 + len(own))
+        tie += len(own)
+        ties.append(sent)
+    nodes: list[tuple[list[float], list[int], list[int]]] = []  # per stage: time, index, code
+    for s in range(S):
+        n = len(codes[s])
+        st_s, en_s = np.asarray(start[s], dtype=float), np.asarray(end[s], dtype=float)
+        own = np.sort(np.concatenate((fwd[s], bwd[s])))
+        parts = [(st_s, np.ones(n, np.int64), np.zeros(n, np.int64), np.arange(n), codes[s]),
+                 (en_s[own], np.zeros(len(own), np.int64), ties[s][own], np.full(len(own), -1), codes[s][own])]
+        for r, sel in ((s - 1, fwd[s - 1] if s > 0 else None), (s + 1, bwd[s + 1] if s < S - 1 else None)):
+            if sel is not None:  # receives of the messages stage r sends here
+                parts.append((np.asarray(end[r], dtype=float)[sel], np.zeros(len(sel), np.int64), ties[r][sel],
+                              np.full(len(sel), -2), codes[r][sel]))
+        key_t, key_c, key_tie, key_i, key_code = (np.concatenate(x) for x in zip(*parts, strict=True))
+        order = np.lexsort((key_code, key_i, key_tie, key_c, key_t))
+        nodes.append((key_t[order].tolist(), key_i[order].tolist(), key_code[order].tolist()))
     out = []
     for s in range(S):
         en = end[s]
         sides: tuple[list[_Item], list[_Item]] = ([], [])
         last = before = -1  # the last compute op issued, and the one before it
         after_compute = False  # the previous node is a computation (a receive may move ahead of it)
-        for t, _c, _tie, idx, code in sorted(progs[s]):
+        for t, idx, code in zip(*nodes[s], strict=True):
             if idx >= 0:
                 before, last, after_compute = last, idx, True
             elif idx == -1:  # a send: forwards go to the next stage, gradients to the previous
@@ -172,25 +191,33 @@ def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bo
     act, peak, busy = [0] * S, [0] * S, [0.0] * S
     timeline: list[tuple[int, int, int, float, float]] = []
 
+    # per stream: its items, its partner stream and that one's items, and the two stages (a stream
+    # whose partner would be outside the pipeline holds no items)
+    peers = [(items[q], partner[q], items[partner[q]] if 0 <= partner[q] < 2 * S else (), q >> 1, partner[q] >> 1)
+             for q in range(2 * S)]
+
     def pair(q: int) -> bool:
         """Run stream q's head items with their partners' while both can start."""
-        its, r = items[q], partner[q]
-        rits = items[r] if 0 <= r < 2 * S else ()
-        s, rs = q >> 1, r >> 1
+        its, r, rits, s, rs = peers[q]
+        i, n = sptr[q], len(its)
+        if i >= n:
+            return False
+        j, rn = sptr[r], len(rits)
+        ends, rends = cend[s], cend[rs]
         moved = False
-        while sptr[q] < len(its) and sptr[r] < len(rits):
-            send, msg, dep = its[sptr[q]]
-            rsend, rmsg, rdep = rits[sptr[r]]
+        while i < n and j < rn:
+            send, msg, dep = its[i]
+            rsend, rmsg, rdep = rits[j]
             if rmsg != msg or rsend == send:
                 break  # the partner's stream is still on an earlier item
             a, b = sfree[q], sfree[r]
             if dep >= 0:
-                e = cend[s][dep]
+                e = ends[dep]
                 if e == INF:
                     break
                 a = a if a > e else e
             if rdep >= 0:
-                e = cend[rs][rdep]
+                e = rends[rdep]
                 if e == INF:
                     break
                 b = b if b > e else e
@@ -200,10 +227,11 @@ def execute_streams(model: PipelineModel, orders: Orders, scale=None, record: bo
                 b += sleep[r]
             done = (a if a > b else b) + xfer
             sfree[q] = sfree[r] = done
-            sptr[q] += 1
-            sptr[r] += 1
+            i += 1
+            j += 1
             arrive[rs if send else s][msg] = done
             moved = True
+        sptr[q], sptr[r] = i, j
         return moved
 
     def compute(s: int) -> None:

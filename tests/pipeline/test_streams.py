@@ -83,3 +83,59 @@ def test_only_zb_runs_on_per_peer_streams():
     zb = get("zb").model_for(base)
     slow, fast = execute(zb, get("zb").orders(zb)), execute(replace(zb, link_delay_ms=(0.0, 0.0)), get("zb").orders(zb))
     assert slow.makespan_ms > fast.makespan_ms + 5.0
+
+
+def _plain_issue_plan(model: PipelineModel, orders) -> tuple:
+    """The issue order as the module docstring states it, with Python's tuple sort: per stage, nodes
+    (time, 0 comm / 1 compute, message number, compute index or -1 send / -2 receive, code)."""
+    from gpusched_env.pipeline.streams import _plan_times
+
+    S, Mb = model.stages, model.microbatches
+    start, end = _plan_times(model, orders)
+    progs: list[list[tuple[float, int, int, int, int]]] = [[] for _ in range(S)]
+    tie = 0
+    for s in range(S):
+        for i, code in enumerate(orders[s]):
+            progs[s].append((start[s][i], 1, 0, i, code))
+            to = s + 1 if code < Mb else s - 1 if code < 2 * Mb else -1
+            if 0 <= to < S:
+                tie += 1
+                progs[s].append((end[s][i], 0, tie, -1, code))
+                progs[to].append((end[s][i], 0, tie, -2, code))
+    out = []
+    for s in range(S):
+        sides: tuple[list, list] = ([], [])
+        last = before = -1
+        after = False
+        for t, _c, _tie, idx, code in sorted(progs[s]):
+            if idx >= 0:
+                before, last, after = last, idx, True
+            elif idx == -1:
+                sides[0 if code < Mb else 1].append((True, code, last))
+                after = False
+            elif after and t <= end[s][last]:
+                sides[1 if code < Mb else 0].append((False, code, before))
+            else:
+                sides[1 if code < Mb else 0].append((False, code, last))
+                after = False
+        out.append((tuple(sides[0]), tuple(sides[1])))
+    return tuple(out)
+
+
+def test_issue_order_equals_the_plain_tuple_sort_on_adaptra_14b():
+    # adaptra_14b's job (S = 8) with M = 24, 30 ms on link 6: many equal planned times (comm before
+    # compute, ties by message number), so a wrong sort key changes the order
+    from gpusched_env.pipeline.model import link_delays
+    from gpusched_env.pipeline.report import load_named
+
+    job = replace(load_named("adaptra_14b").job, microbatches=24, activation_limit=24)
+    sched = get("zb")
+    model = sched.model_for(job.model()).with_conditions(link_delay_ms=link_delays(8, {6: 30.0}))
+    orders = sched.orders(model)
+    plan = issue_plan(model, orders)
+    plain = replace(model, link_delay_ms=(0.0,) * 7, slowdown=(1.0,) * 8, comm="cpu",
+                    pcie_gb_s=float("inf"), cpu_channels=0, overhead_ms=0.0,
+                    peer_streams=False, rendezvous=False, injector_group_ranks=False,
+                    activation_limit=1 << 30)
+    assert plan == _plain_issue_plan(plain, orders)
+    assert sum(len(a) + len(b) for a, b in plan) == 2 * 2 * 7 * 24  # every F and B message sent and received once

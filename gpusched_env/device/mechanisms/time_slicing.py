@@ -44,6 +44,7 @@ class TimeSlicingConfig:
 
 INF = float("inf")
 _HOLD = Grant(False)
+_RUN = Grant(True)
 
 
 def time_shares(busy: Sequence[float], slice_s: float, switch_s: float) -> list[float]:
@@ -92,6 +93,9 @@ class TimeSlicing(BaseMechanism):
         self.wait_until = [-1.0] * n  # a request waiting for the active context's slice to end
         self.joining = [False] * n  # its next launch pays the switch
         self.alone: tuple[int, float] | None = None  # (context, since when) holding the GPU alone
+        # the grants of two contexts taking turns, per (kernel of the first, kernel of the second):
+        # they depend on those kernels' busy shares and SM demands only
+        self.turns: dict[tuple[int, int], list[Grant]] = {}
 
     def plan(self, t: float, clients: Sequence[ClientView]) -> tuple[list[Grant], float]:
         cfg, n = self.cfg, len(clients)
@@ -117,15 +121,28 @@ class TimeSlicing(BaseMechanism):
                 self.wait_until[i], self.joining[i] = -1.0, c.phase >= READY
             elif w < wake:
                 wake = w
-        active = [i for i, c in enumerate(clients) if c.phase >= READY and self.wait_until[i] < 0]
+        wait_until = self.wait_until
+        active = []
+        for i, c in enumerate(clients):
+            if c.phase >= READY and wait_until[i] < 0:
+                active.append(i)
         if len(active) == 1:
-            if self.alone is None or self.alone[0] != active[0]:
-                self.alone = (active[0], t)
+            i = active[0]
+            if self.alone is None or self.alone[0] != i:
+                self.alone = (i, t)
         else:
             self.alone = None
+        if n == 2 and len(active) == 2:  # two contexts take turns: their grants, built once per kernel pair
+            c0, c1 = clients
+            key = (c0.idx, c1.idx)
+            pair = self.turns.get(key)
+            if pair is None:
+                f0, f1 = time_shares([c0.busy[c0.idx], c1.busy[c1.idx]], cfg.slice_s, cfg.switch_s)
+                pair = self.turns[key] = [Grant(True, f0 * c0.sm[c0.idx]), Grant(True, f1 * c1.sm[c1.idx])]
+            return list(pair), wake
         grants = [_HOLD] * n
         if len(active) == 1:
-            grants[active[0]] = Grant(True)
+            grants[active[0]] = _RUN
         elif active:
             busy = [clients[i].busy[clients[i].idx] for i in active]
             for i, f in zip(active, time_shares(busy, cfg.slice_s, cfg.switch_s), strict=True):
