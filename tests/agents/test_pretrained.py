@@ -170,3 +170,47 @@ def test_a_checkpoint_saved_before_the_move_loads(tmp_path):
     model = load_model(str(old))
     assert type(model.policy) is SetPolicy  # the class at its new path (no top-level `agents` in a clean install)
     assert same_weights(str(old), src) == 0.0
+
+
+
+# Another shape for each shipped cluster checkpoint (issue 32 item 6): (nodes, GPUs per node), neither its
+# scenario's; the short windows of SHORT. synthetic_philly: 16 x 4 -> 16 x 8 (set_philly_dr's held-out shape);
+# pal_philly: 16 x 4 -> 8 x 8 and eaco_cluster: 28 x 8 -> 14 x 16 (half the nodes, the same GPUs: a flat
+# network's observation has a row per node, so only another node count tells a flat one from a set one)
+OTHER_SHAPE = {"synthetic_philly": (16, 8), "pal_philly": (8, 8), "eaco_cluster": (14, 16)}
+CLUSTER = sorted(n for n, e in manifest().items() if e["scenario"] in OTHER_SHAPE)
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_each_cluster_checkpoint_plays_on_another_shape_if_a_set_network(name):
+    """A shipped set network (``agent=maskable_ppo_set``) plays a cluster of another shape than its
+    scenario's to the end; a flat one is refused there with a one-line error naming its scenario."""
+    from dataclasses import replace
+
+    from gpusched.agents.adapter import load_agent_policy
+    from gpusched_env.cluster.build import simulate
+    from gpusched_env.data import DataMissing
+    from gpusched_env.metrics import compute_metrics
+    from gpusched_env.scenario import load_scenario
+    from gpusched_env.scenario_file import read_scenario_file
+
+    entry = manifest()[name]
+    cfg = read_scenario_file(entry["scenario"])
+    own = cfg["cluster"]["nodes"][0]
+    nodes, gpus = OTHER_SHAPE[entry["scenario"]]
+    assert (nodes, gpus) != (own["count"], own["gpus_per_node"])
+    cfg["cluster"]["nodes"][0] = {**own, "count": nodes, "gpus_per_node": gpus}
+    change, n_jobs = SHORT[entry["scenario"]]
+    scn = load_scenario(cfg)
+    scn = replace(scn, workload=replace(scn.workload, **change))
+    assert scn.cluster.topology().n_gpus == nodes * gpus
+    if entry["agent"] != "maskable_ppo_set":  # flat: fits its scenario's node count only
+        with pytest.raises(ConfigError, match=rf"trained on scenario '{entry['scenario']}' \(observation"):
+            load_agent_policy(f"pretrained:{name}", scn, workload=0)
+        return
+    try:
+        _, res = simulate(scn, load_agent_policy(f"pretrained:{name}", scn, workload=0), 0, 0)
+    except DataMissing:
+        pytest.skip("trace absent")
+    m = compute_metrics(res)
+    assert m["jobs_finished"] == n_jobs and m["avg_jct_s"] > 0
