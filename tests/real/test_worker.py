@@ -11,11 +11,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
 import torch
 from realtest_helpers import TINY
 
 from gpusched.real.launcher import REPO_ROOT
-from gpusched.real.worker import EXIT_DONE, EXIT_STOPPED, WorkerSpec
+from gpusched.real.worker import EXIT_DONE, EXIT_STOPPED, WorkerSpec, run
 
 
 def _records(path: Path) -> list[dict]:
@@ -64,3 +65,22 @@ def test_checkpoint_then_sigterm_then_resume(tmp_path: Path) -> None:
     assert new[0]["ev"] == "ready" and new[0]["iter"] == stopped["iter"]
     assert new[-1]["ev"] == "done" and new[-1]["iter"] == stopped["iter"] + 15
     assert torch.load(spec.checkpoint, weights_only=True)["iteration"] == stopped["iter"] + 15
+
+
+def test_a_cuda_job_without_a_gpu_trains_on_the_cpu_only_in_a_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPUSCHED_TORCH_DEVICE=cuda where torch sees no GPU: an error, unless GPUSCHED_CPU_FALLBACK=1 (a recorded
+    dry run, test_commands.py) lets the job train on the CPU (the worker's ``run`` in this process)."""
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here")
+    spec = WorkerSpec(job_id=2, model="pointnet", size=asdict(TINY["pointnet"]), total_iters=3, seed=0,
+                      checkpoint=str(tmp_path / "ckpt.pt"), progress=str(tmp_path / "progress.jsonl"))
+    for key in ("GPUSCHED_CPU_CORES", "GPUSCHED_NICE", "GPUSCHED_NUM_THREADS", "GPUSCHED_CPU_FALLBACK"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("GPUSCHED_TORCH_DEVICE", "cuda")
+    with pytest.raises(RuntimeError, match="torch sees no CUDA device"):
+        run(spec)
+    monkeypatch.setenv("GPUSCHED_CPU_FALLBACK", "1")
+    assert run(spec) == EXIT_DONE
+    recs = _records(Path(spec.progress))
+    assert [r["ev"] for r in recs][0] == "ready" and recs[-1]["ev"] == "done" and recs[-1]["iter"] == 3
+    assert torch.load(spec.checkpoint, weights_only=True)["iteration"] == 3
