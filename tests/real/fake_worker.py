@@ -1,7 +1,7 @@
 """A stand-in for ``python -m gpusched.real.worker SPEC.json`` that speaks its protocol without torch, for
 tests of the backend's own bookkeeping (realtest_helpers.FakeWorkers starts it): the same progress
 records (ready, iter, ckpt, done, stopped), SIGUSR1 and SIGTERM handling, Ctrl-C ignored, a checkpoint
-holding the iteration, and the worker's exit codes (``FAKE_WORKER_EXITS=DONE,STOPPED``). The real
+holding the iteration, the steady time per iteration after ``warmup_iters``, and the worker's exit codes (``FAKE_WORKER_EXITS=DONE,STOPPED``). The real
 worker runs in test_worker.py, test_replay.py, test_kill.py, test_commands.py and test_profile.py."""
 
 import json
@@ -42,6 +42,8 @@ def save():  # type: ignore[no-untyped-def]
 
 emit("ready", threads=1, pid=os.getpid())
 last = time.time()
+start_it, warmup = it, spec.get("warmup_iters", 0)
+t_warm = time.perf_counter() if warmup == 0 else None
 while it < spec["total_iters"]:
     if flags["stop"]:
         if it > saved_at or not os.path.exists(ckpt):
@@ -54,10 +56,15 @@ while it < spec["total_iters"]:
         save()
     time.sleep(ITER_S)
     it += 1
+    if it - start_it == warmup:
+        t_warm = time.perf_counter()
     if time.time() - last >= spec["report_every_s"] or it == spec["total_iters"]:
         emit("iter", loss=1.0)
         last = time.time()
+steady = None  # measured after the warm-up, as the worker does
+if t_warm is not None and it - start_it > warmup:
+    steady = (time.perf_counter() - t_warm) / (it - start_it - warmup)
 save()
-emit("done", loss=1.0, steady_iter_s=ITER_S)
+emit("done", loss=1.0, steady_iter_s=steady)
 out.close()
 sys.exit(EXIT_DONE)

@@ -84,3 +84,20 @@ def test_a_cuda_job_without_a_gpu_trains_on_the_cpu_only_in_a_dry_run(tmp_path: 
     recs = _records(Path(spec.progress))
     assert [r["ev"] for r in recs][0] == "ready" and recs[-1]["ev"] == "done" and recs[-1]["iter"] == 3
     assert torch.load(spec.checkpoint, weights_only=True)["iteration"] == 3
+
+
+def test_the_steady_step_time_is_measured_after_the_warm_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What ``gpusched-real profile`` reads from a job (test_profile.py): ``done`` carries the mean time of the
+    steps after ``warmup_iters``, or null when no step follows the warm-up (in this process)."""
+    for key in ("GPUSCHED_CPU_CORES", "GPUSCHED_NICE", "GPUSCHED_NUM_THREADS", "GPUSCHED_TORCH_DEVICE"):
+        monkeypatch.delenv(key, raising=False)
+    steady = []
+    for name, warmup in (("a", 2), ("b", 4)):
+        spec = WorkerSpec(job_id=3, model="pointnet", size=asdict(TINY["pointnet"]), total_iters=4, seed=0,
+                          checkpoint=str(tmp_path / f"{name}.pt"), progress=str(tmp_path / f"{name}.jsonl"),
+                          warmup_iters=warmup)
+        assert run(spec) == EXIT_DONE
+        done = _records(Path(spec.progress))[-1]
+        assert done["ev"] == "done" and done["iter"] == 4
+        steady.append(done["steady_iter_s"])
+    assert steady[0] > 0 and steady[1] is None
