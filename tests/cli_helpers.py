@@ -23,7 +23,6 @@ def run_main(main: Callable[[], object], prog: str, argv: list[str], capsys: pyt
     return code, capsys.readouterr().err
 
 
-
 def help_text(main: Callable[[], object], prog: str) -> str:
     """``prog --help`` through ``main`` in this process: what it prints to stdout (it must exit 0)."""
     out, argv = io.StringIO(), sys.argv
