@@ -10,6 +10,7 @@ above it, and no relative import crosses a package. The wheel's only top-level p
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -30,16 +31,26 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
 """Each project package (the model and the apps under ``gpusched``) and those it may import (besides itself)."""
 
 
-def _imports(path: Path) -> list[str]:
-    """Every module an ``import`` or ``from ... import`` in ``path`` names (absolute), anywhere in it."""
-    tree = ast.parse(path.read_text(), str(path))
+@functools.cache
+def _tree(source: str, filename: str) -> ast.Module:
+    """``source`` parsed, once per text: the tests below scan the same files several times."""
+    return ast.parse(source, filename)
+
+
+@functools.cache
+def _source_imports(source: str, filename: str) -> tuple[str, ...]:
     out: list[str] = []
-    for node in ast.walk(tree):
+    for node in ast.walk(_tree(source, filename)):
         if isinstance(node, ast.Import):
             out.extend(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.append(node.module)
-    return out
+    return tuple(out)
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module an ``import`` or ``from ... import`` in ``path`` names (absolute), anywhere in it."""
+    return list(_source_imports(path.read_text(), str(path)))
 
 
 def _modules(sub: str = "") -> list[Path]:
@@ -178,7 +189,7 @@ def test_no_relative_import_crosses_a_package():
     for pkg in MAY_IMPORT:
         for f in _package_files(pkg):
             depth = len(f.relative_to(ROOT / pkg.replace(".", "/")).parts) - 1  # folders below the package root
-            for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            for node in ast.walk(_tree(f.read_text(), str(f))):
                 if isinstance(node, ast.ImportFrom) and node.level > depth + 1:
                     bad.append(f"{f.relative_to(ROOT)}: from {'.' * node.level}{node.module or ''}")
     assert bad == []

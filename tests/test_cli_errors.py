@@ -214,12 +214,18 @@ def _bench(args: list[str], **kw) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kw)
 
 
-def test_error_printed_once_with_worker_processes(tmp_path):
-    """workers=2: the parent finds the bad input, no worker repeats it."""
-    p = _bench(["scenario=synthetic_small", "policies=[fifo,las]", "seeds=[0,1]", "workers=2",
-                "scenario.model.locality.lf=-1", f"out_dir={tmp_path / 'o'}"])
-    _, err = p.communicate(timeout=120)
-    line = one_line_error(p.returncode, err)
+def test_error_printed_once_with_worker_processes(tmp_path, capfd, monkeypatch):
+    """workers=2: the parent finds the bad input, no worker repeats it. In this process (the bench as a
+    process: test_bench.py::test_bench_cli_writes_results); capfd also reads what a worker would print."""
+    from gpusched.bench import cli
+
+    monkeypatch.setattr(sys, "argv", ["gpusched-bench", "scenario=synthetic_small", "policies=[fifo,las]", "seeds=[0,1]",
+                                      "workers=2", "scenario.model.locality.lf=-1", f"out_dir={tmp_path / 'o'}"])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    with pytest.raises(SystemExit) as e:
+        cli.main()
+    err = capfd.readouterr().err
+    line = one_line_error(int(e.value.code or 0), err)
     assert "scenario.model.locality.lf" in line and err.count("locality.lf") == 1
 
 
@@ -260,13 +266,13 @@ def test_multirun_jobs_never_overwrite(tmp_path):
     assert p.returncode == 0, err
 
 
-def test_multirun_shared_folder_is_refused(tmp_path):
-    """Jobs told to share one folder: the second is refused instead of replacing the first."""
+def test_multirun_shared_folder_is_refused(tmp_path, capsys, monkeypatch):
+    """Jobs told to share one folder: the second is refused instead of replacing the first (a Hydra
+    multirun in this process; as processes: test_multirun_jobs_never_overwrite, marked slow)."""
     out = tmp_path / "x"
-    p = _bench(["-m", "scenario=synthetic_small", "policies=[fifo]", "seeds=[0],[1]", "workers=1", "plots=false",
-                f"out_dir={out}", "hydra.sweep.subdir=shared"])
-    _, err = p.communicate(timeout=180)
-    assert "already holds results.json" in err and p.returncode == 2
+    code, _, err = run_main(["-m", "scenario=synthetic_small", "policies=[fifo]", "seeds=[0],[1]", "workers=1",
+                             "plots=false", f"out_dir={out}", "hydra.sweep.subdir=shared"], capsys, monkeypatch)
+    assert "already holds results.json" in err and code == 2
     assert json.loads((out / "multirun" / "shared" / "results.json").read_text())["seeds"] == [0]
 
 

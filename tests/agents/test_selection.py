@@ -4,6 +4,7 @@ tiny training whose model.zip is the selected candidate, replayed to the same sc
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -153,14 +154,24 @@ def test_training_with_selection_saves_the_chosen_candidate(tmp_path):
     assert refs["las"].all_finished and np.isfinite(refs["srtf"].p99_jct_s)
 
 
-def test_reselection_picks_among_the_saved_candidates_without_playing(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """One tiny training with a warm start and its candidates saved, for the tests below that read its
+    folder (each on a copy of its own)."""
+    from gpusched.agents.train import train
+
+    out = tmp_path_factory.mktemp("selection") / "run"
+    train(_cfg("checkpoint_freq=128", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), out)
+    return out
+
+
+def test_reselection_picks_among_the_saved_candidates_without_playing(trained, tmp_path, capsys):
     import torch
 
     from gpusched.agents.adapter import load_model, predict, read_meta
     from gpusched.agents.selection import OBJECTIVES, candidate_file, load_history, main, reselect
-    from gpusched.agents.train import train
 
-    train(_cfg("checkpoint_freq=128", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), tmp_path)
+    shutil.copytree(trained, tmp_path, dirs_exist_ok=True)
     bounds, scores = load_history(tmp_path)
     assert [c.steps for c in scores] == [0, 128, 256]
     same = reselect(tmp_path, "avg_jct_s", tmp_path / "again.zip")  # the training's own objective
@@ -235,13 +246,12 @@ def test_same_seed_trains_the_same_policy_and_scores(tmp_path):
     assert scores[0] == scores[1] and [c["steps"] for c in scores[0]] == [0, 128, 256, 384, 512]
 
 
-def test_rescoring_replays_the_history_and_selects_across_validation_sets(tmp_path, capsys):
+def test_rescoring_replays_the_history_and_selects_across_validation_sets(trained, tmp_path, capsys):
     from gpusched.agents.selection import load_history, main, select_across
-    from gpusched.agents.train import train
     from gpusched.studies.rescore import main as rescore_main
     from gpusched.studies.rescore import rescore
 
-    train(_cfg("checkpoint_freq=128", "bc.teacher=las", "bc.episodes=1", "bc.epochs=1"), tmp_path)
+    shutil.copytree(trained, tmp_path, dirs_exist_ok=True)
     # the training's own episodes, no override: every figure of selection.json again, exactly
     same = json.loads(rescore(tmp_path, "same", []).read_text())
     doc = json.loads((tmp_path / "selection.json").read_text())

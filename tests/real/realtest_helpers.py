@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO
+
 import psutil
 
+from gpusched.real.commands import Call, DryRunRunner
 from gpusched.real.config import RealWorkload
 from gpusched.real.models import ModelSize
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Decision, Job, Sharing, Start
 from gpusched_env.view import ClusterView
+
+FAKE_WORKER = Path(__file__).with_name("fake_worker.py")
 
 TINY = {
     "resnet50": ModelSize("cnn", width=8, depth=1, batch=4, input=16),
@@ -49,6 +58,20 @@ def tiny_workload(jobs: list[tuple[float, str, int]], devices: int = 2) -> RealW
     topo = Topology.build([NodeGroup(1, devices, "V100", 4.0)])
     js = [Job(i, a, 1, float(n), m, CLASS[m], mem_gb=0.5) for i, (a, m, n) in enumerate(jobs)]
     return RealWorkload("tiny", topo, js, dict(TINY), max_jobs_per_gpu=2)
+
+
+class FakeWorkers(DryRunRunner):
+    """The CPU devices' runner, except that a job process is fake_worker.py (no torch: milliseconds to
+    start, not seconds) instead of ``python -m gpusched.real.worker``; the spawn is recorded as issued."""
+
+    def spawn(self, argv: list[str], env: dict[str, str], cwd: Path, log: IO[bytes]) -> subprocess.Popen[bytes]:
+        from gpusched.real.worker import EXIT_DONE, EXIT_STOPPED
+
+        self._record(Call("spawn", tuple(argv), dict(env)))
+        assert list(argv[1:3]) == ["-m", "gpusched.real.worker"], argv
+        return subprocess.Popen([sys.executable, str(FAKE_WORKER), *argv[3:]],
+                                env={**os.environ, **env, "FAKE_WORKER_EXITS": f"{EXIT_DONE},{EXIT_STOPPED}"}, cwd=cwd,
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
 def descendants() -> list[psutil.Process]:

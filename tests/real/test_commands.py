@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from realtest_helpers import Fifo, descendants, tiny_workload
+from realtest_helpers import FakeWorkers, Fifo, descendants, tiny_workload
 
 from gpusched.real.backend import RealBackend, RealConfig
 from gpusched.real.commands import DryRunRunner, make_runner
@@ -31,8 +31,9 @@ def test_mps_client_env_and_priority_gate(tmp_path: Path) -> None:
 
 
 def test_two_jobs_shared_on_one_gpu_records_mps_and_nvml(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPUSCHED_CPU_FALLBACK", "1")  # no GPU here: the clients train on the CPU
-    runner = DryRunRunner(run_dir / "commands.jsonl")
+    # the job processes are torch-free stand-ins, recorded as issued (the worker's CPU fallback for a dry run
+    # without a GPU: test_worker.py)
+    runner = FakeWorkers(run_dir / "commands.jsonl")
     devices = NvidiaDevices(runner, count=2)
     wl = tiny_workload([(0.0, "pointnet", 40), (0.0, "pointnet", 40)])
     mps = MpsDaemon(runner, run_dir, driver_version="550.54.15")

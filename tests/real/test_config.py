@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpusched.real.backend import RealConfig
 from gpusched.real.config import DevicesConf, build_devices, load_sizes, load_workload
-from gpusched.real.launcher import REPO_ROOT
 from gpusched_env.config_util import ConfigError, from_dict
 
 
@@ -37,12 +33,9 @@ def test_real_cpu_small_loads() -> None:
     assert wl.topology.n_gpus == 2 and len(wl.jobs) == 6 and scn.name == "real_cpu_small"
 
 
-def test_cli_help_lists_subcommands() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run([sys.executable, "-m", "gpusched.real.cli", "--help"], env=env, capture_output=True, text=True,
-                         timeout=60, check=True).stdout
+def test_cli_help_lists_subcommands(real_help: str) -> None:
     for word in ("profile", "replay", "compare", "cmd=SUBCOMMAND", "profile_dir"):
-        assert word in out
+        assert word in real_help
 
 
 @pytest.mark.parametrize(("conf", "key"), [
@@ -122,11 +115,8 @@ def test_cli_unwritable_out_dir(tmp_path: Path, capsys: pytest.CaptureFixture[st
                                          "(Not a directory)"), err
 
 
-def test_cli_help_documents_the_scenario_file_path() -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    out = subprocess.run([sys.executable, "-m", "gpusched.real.cli", "--help"], env=env, capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    assert "copy its\nYAML file, edit it and pass scenario=PATH.yaml" in out
+def test_cli_help_documents_the_scenario_file_path(real_help: str) -> None:
+    assert "copy its\nYAML file, edit it and pass scenario=PATH.yaml" in real_help
 
 
 def test_replay_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:

@@ -155,12 +155,17 @@ def test_defaults_plan_the_h100_cells() -> None:
     assert cells[0] == (1, "exclusive", "resnet50_inf", None) and cells[-1] == (1, "mps_be50", "bert_inf", "gpt2_train")
 
 
-def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
-    argv = [sys.executable, "-m", "gpusched.real.cli", "pairs", "pairs.load=1.5", f"out_dir={tmp_path / 'run'}"]
-    p = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2
-    assert p.stderr.strip().splitlines() == ["gpusched-real pairs: error: pairs.load: must be in (0, 1) "
-                                             "(a fraction of the HP's standalone rate); got 1.5"]
+def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """In this process (the CLI runs as a process in test_kill.py)."""
+    from gpusched.real import cli
+    from tests.cli_helpers import run_main
+
+    code, err = run_main(cli.main, "gpusched-real", ["pairs", "pairs.load=1.5", f"out_dir={tmp_path / 'run'}"],
+                         capsys, monkeypatch)
+    assert code == 2
+    assert err.strip().splitlines() == ["gpusched-real pairs: error: pairs.load: must be in (0, 1) "
+                                        "(a fraction of the HP's standalone rate); got 1.5"]
     assert not (tmp_path / "run" / "cells").exists()
 
 

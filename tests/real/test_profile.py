@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from realtest_helpers import TINY, Fifo, tiny_workload
+from realtest_helpers import TINY, FakeWorkers, Fifo, tiny_workload
 
 from gpusched.real.compare import errors, simulate
 from gpusched.real.config import DevicesConf, build_devices
@@ -21,8 +21,10 @@ from gpusched_env.metrics import compute_metrics
 
 
 def test_profile_writes_what_the_simulator_loads(run_dir: Path) -> None:
+    """Torch-free job processes (their step times are measured as the worker measures its own: test_worker.py)."""
     wl = tiny_workload([(0.0, "pointnet", 100), (0.0, "pointnet", 50), (1.0, "pointnet", 100)])
-    devices, runner = build_devices(DevicesConf(kind="cpu", count=2), "auto", None)
+    devices, _ = build_devices(DevicesConf(kind="cpu", count=2), "auto", None)
+    runner = FakeWorkers()
     sizes = {"pointnet": TINY["pointnet"]}  # one model (class D): the other classes take the device's mean
     cfg = ProfileConf(repeats=1, warmup_iters=3, iters=15)
     prof = run_profile(sizes, wl.topology, devices, LocalNodeAgent(runner, run_dir), run_dir, cfg, seed=0)

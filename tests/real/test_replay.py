@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from realtest_helpers import Fifo, descendants, tiny_workload
+from realtest_helpers import FakeWorkers, Fifo, descendants, tiny_workload
 
 from gpusched.real.backend import RealBackend, RealConfig
 from gpusched.real.config import DevicesConf, build_devices
@@ -94,8 +94,10 @@ class Boom(Fifo):
 
 
 def test_exception_mid_run_stops_everything(run_dir: Path) -> None:
+    """Torch-free job processes (the real ones are stopped in test_kill.py)."""
     wl = tiny_workload([(0.0, "pointnet", 10**7), (0.0, "pointnet", 10**7), (1.5, "bert", 10)])
-    devices, runner = build_devices(DevicesConf(kind="cpu", count=2), "auto", run_dir / "commands.jsonl")
+    devices, _ = build_devices(DevicesConf(kind="cpu", count=2), "auto", None)
+    runner = FakeWorkers(run_dir / "commands.jsonl")
     with pytest.raises(RuntimeError, match="policy bug"):
         replay(wl, Boom(), devices, runner, run_dir, 0, RealConfig(telemetry_s=0.2))
     assert not descendants()

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from realtest_helpers import Fifo, descendants, tiny_workload
+from realtest_helpers import FakeWorkers, Fifo, descendants, tiny_workload
 
 from gpusched.real.backend import RealConfig
 from gpusched.real.config import DevicesConf, build_devices
@@ -20,10 +20,11 @@ from gpusched.real.replay import replay
 
 
 def test_one_device_runs_every_queued_job(run_dir: Path) -> None:
-    """Two jobs queued at t = 0 on one device run one after the other; neither is dropped as a stall."""
+    """Two jobs queued at t = 0 on one device run one after the other; neither is dropped as a stall
+    (torch-free job processes: the backend's bookkeeping is under test)."""
     wl = tiny_workload([(0.0, "pointnet", 10)] * 2, devices=1)
-    devices, runner = build_devices(DevicesConf(kind="cpu", count=1), "auto", None)
-    out = replay(wl, Fifo(), devices, runner, run_dir, 0, RealConfig(telemetry_s=0.5))
+    devices, _ = build_devices(DevicesConf(kind="cpu", count=1), "auto", None)
+    out = replay(wl, Fifo(), devices, FakeWorkers(), run_dir, 0, RealConfig(telemetry_s=0.5))
     assert out.metrics["jobs_finished"] == 2 and out.metrics["deadlocked"] == 0.0
     assert out.status == "complete" and not descendants()
     doc = json.loads((run_dir / "results.json").read_text())
@@ -63,20 +64,29 @@ workload:
 TINY = ["models.pointnet.width=32", "models.pointnet.depth=1", "models.pointnet.batch=8", "models.pointnet.input=32"]
 
 
-def _replay(tmp_path: Path, n_gpus: int, work: int, *extra: str) -> subprocess.CompletedProcess[str]:
+def _replay_args(tmp_path: Path, n_gpus: int, work: int, *extra: str) -> list[str]:
     sc = tmp_path / "blocked.yaml"
     sc.write_text(SCENARIO.replace("NGPUS", str(n_gpus)).replace("WORK", str(work)))
-    argv = [sys.executable, "-m", "gpusched.real.cli", "replay", f"scenario={sc}", "policy=fifo", f"out_dir={tmp_path / 'run'}",
-            "devices.kind=cpu", *TINY, *extra]
+    return ["replay", f"scenario={sc}", "policy=fifo", f"out_dir={tmp_path / 'run'}", "devices.kind=cpu", *TINY, *extra]
+
+
+def _replay(tmp_path: Path, n_gpus: int, work: int, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "gpusched.real.cli", *_replay_args(tmp_path, n_gpus, work, *extra)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_cli_refuses_a_job_that_can_never_be_placed(tmp_path: Path) -> None:
-    """Job 1 needs two devices on a one-device cluster: a one-line error before anything runs."""
-    p = _replay(tmp_path, 2, 20)
-    assert p.returncode == 2, p.stdout + p.stderr
-    assert "job 1: needs 2 GPU(s)" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+def test_cli_refuses_a_job_that_can_never_be_placed(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Job 1 needs two devices on a one-device cluster: a one-line error before anything runs (in this
+    process; the CLI runs as a process in test_kill.py)."""
+    from gpusched.real import cli
+    from tests.cli_helpers import run_main
+
+    monkeypatch.chdir(tmp_path)
+    code, err = run_main(cli.main, "gpusched-real", _replay_args(tmp_path, 2, 20), capsys, monkeypatch)
+    assert code == 2, err
+    assert "job 1: needs 2 GPU(s)" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run" / "results.json").exists()
 
 
@@ -93,10 +103,11 @@ def test_cli_exits_nonzero_when_jobs_are_left_unfinished(tmp_path: Path) -> None
 
 
 def test_time_limit_ends_the_run_incomplete(run_dir: Path) -> None:
-    """real.max_wall_s stops the run; it is ``incomplete`` and names the job, not a crash."""
+    """real.max_wall_s stops the run; it is ``incomplete`` and names the job, not a crash (a torch-free job
+    process)."""
     wl = tiny_workload([(0.0, "pointnet", 10**7)], devices=1)
-    devices, runner = build_devices(DevicesConf(kind="cpu", count=1), "auto", None)
-    out = replay(wl, Fifo(), devices, runner, run_dir, 0, RealConfig(max_wall_s=1.0))
+    devices, _ = build_devices(DevicesConf(kind="cpu", count=1), "auto", None)
+    out = replay(wl, Fifo(), devices, FakeWorkers(), run_dir, 0, RealConfig(max_wall_s=1.0))
     assert out.status == "incomplete" and out.unfinished == (0,) and not descendants()
     assert out.metrics["timed_out"] == 1.0 and out.metrics["jobs_finished"] == 0
     assert out.describe() == "incomplete: 1 tracked job(s) unfinished (ids 0)"

@@ -98,8 +98,8 @@ def test_a_real_cluster_runs_held_jobs_where_told(slurm: LocalSlurm, tmp_path: P
     c = SlurmClient(run_command(slurm.env), partition="gpu", script_dir=tmp_path)
     assert [(n.name, n.gpus) for n in c.nodes()] == [("n1", 4), ("n2", 4), ("n3", 4)]
     # a job submitted by hand, outside the service: visible as occupied GPUs, never touched
-    subprocess.run(["sbatch", "--gres=gpu:3", "-w", "n3", "-J", "by-hand", "-o", "/dev/null",
-                    "--wrap", "sleep 30"], env=slurm.env, check=True, capture_output=True)
+    by_hand = subprocess.run(["sbatch", "--parsable", "--gres=gpu:3", "-w", "n3", "-J", "by-hand", "-o", "/dev/null",
+                              "--wrap", "sleep 30"], env=slurm.env, check=True, capture_output=True, text=True)
     _wait(lambda: c.foreign_gpus() == {"n3": 3})
     log = tmp_path / "1.log"
     sid = c.submit_held(BatchJob(1, ("bash", "-c", "echo run=$GPUSCHED_RESTART_COUNT on $SLURMD_NODENAME; "
@@ -115,6 +115,7 @@ def test_a_real_cluster_runs_held_jobs_where_told(slurm: LocalSlurm, tmp_path: P
     _wait(lambda: "run=1 on n1" in log.read_text())
     c.cancel(sid)
     assert c.foreign_gpus() == {"n3": 3}
+    c.cancel(int(by_hand.stdout.strip().split(";")[0]))  # the next tests get the whole cluster
 
 
 # -- the service on Slurm -------------------------------------------------------------------------
