@@ -1,26 +1,28 @@
-"""The discrete-event cluster simulator: one implementation of the backend protocol (SimPy).
+"""The discrete-event cluster simulator: one implementation of the backend protocol.
 
 This module is the event loop and the job bookkeeping; the rest of the cluster model is in its
 neighbours: job speed (:mod:`.speed`: variability, co-location via the device model, locality),
-power and energy (:mod:`.energy`), and the stochastic processes (:mod:`.processes`).
+power and energy (:mod:`.energy`), the stochastic processes (:mod:`.processes`) and the event
+queue (:mod:`.clock`, in SimPy's event order).
 Progress is integrated exactly between events; a job's completion event is armed for its current
 speed (moved earlier when it speeds up, re-armed when it fires early after a slowdown).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import simpy
 
 from gpusched_env.allocation import Applied, ClusterState
 from gpusched_env.catalog import ModelSpec, model_spec
+from gpusched_env.cluster.clock import NORMAL, URGENT, EventClock
 from gpusched_env.cluster.energy import PowerLedger
 from gpusched_env.cluster.model import SimModel
-from gpusched_env.cluster.processes import Stragglers, drift_process, failure_process
+from gpusched_env.cluster.processes import DriftProcess, FailureProcess, Stragglers
 from gpusched_env.cluster.speed import DataParallelSpeed
 from gpusched_env.cluster.variability import sample_factors
 from gpusched_env.cluster.watch import Watch
@@ -69,22 +71,8 @@ class _Run:
     cls: int = 0
 
 
-class _Due(simpy.Timeout):
-    """A running job's completion event, armed for its speed at the time (stale when the job's
-    ``_Run`` was replaced or re-armed since: ``version`` no longer matches). Its fields live on the
-    event and its one callback is shared, so an armed event is few objects for the garbage
-    collector (a non-sticky policy leaves many stale events in the queue)."""
-
-    __slots__ = ("jid", "run", "version")
-
-    def __init__(self, env: simpy.Environment, delay: float, jid: int, run: _Run, callback: Callable[[_Due], None]) -> None:
-        self.jid, self.run, self.version = jid, run, run.version
-        super().__init__(env, delay)
-        self.callbacks.append(callback)  # type: ignore[union-attr,arg-type]
-
-
 class Simulator:
-    """SimPy cluster simulator implementing :class:`gpusched_env.policy.Backend`.
+    """Discrete-event cluster simulator implementing :class:`gpusched_env.policy.Backend`.
 
     ``completed`` lists finished job ids in completion order (consumers such as the env read it).
     """
@@ -125,7 +113,7 @@ class Simulator:
         )
         self.speed = DataParallelSpeed(topology, self.state, device, self.model.locality, factors, self.spec)
         self.power = PowerLedger(topology, self.model.power, self.model.timeline)
-        self.env = simpy.Environment()
+        self.env = EventClock()  # simulated time (``env.now``) and the event queue
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
         self._check_jobs()
         self.records: dict[int, JobRecord] = {j.job_id: JobRecord(j) for j in self.jobs}
@@ -148,7 +136,7 @@ class Simulator:
         self.watch: Watch | None = None  # limits and progress of the run (gpusched_env.cluster.watch)
         self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._stragglers: Stragglers | None = None
-        self._on_due: Callable[[_Due], None] = self._due  # one bound method for every completion event
+        self._on_due: Callable[[tuple[int, _Run, int]], None] = self._due  # one bound method for every completion
 
     # -- set-up ------------------------------------------------------------------------------
     def _check_jobs(self) -> None:
@@ -173,20 +161,21 @@ class Simulator:
         ``ticks=False`` keeps the grid but makes no tick a decision point by itself (see
         :meth:`wake_at`)."""
         self._events = events
+        env = self.env
         if self.jobs:
-            self.env.timeout(self.jobs[0].arrival_s).callbacks.append(lambda _e: self._arrive(0))
+            env.schedule(self.jobs[0].arrival_s, self._arrive, 0)
         else:
             self._arrivals_done = True
         if round_s and ticks:
-            self.env.process(self._ticks(round_s))
+            env.schedule(0, self._first_tick, round_s, URGENT)  # a process's first step
         m = self.model
         if m.stragglers.enabled:
             self._stragglers = Stragglers(self, m.stragglers, self.topology.n_gpus, self._rng_strag)
         if m.variability.drift_sigma > 0:
-            self.env.process(drift_process(self, m.variability, self.speed.factors, self._rng_drift))
+            DriftProcess(self, m.variability, self.speed.factors, self._rng_drift)
         if m.failures.mtbf_h:
             for node in range(self.topology.n_nodes):
-                self.env.process(failure_process(self, m.failures, node, self._rng_fail))
+                FailureProcess(self, m.failures, node, self._rng_fail)
         self._round_s = round_s
 
     def advance(self, wake: Callable[[], bool] | None = None) -> bool:
@@ -196,18 +185,21 @@ class Simulator:
         without returning (the env uses it to skip points at which no start is possible).
         """
         env, strag = self.env, self._stragglers
+        heap, pop = env.heap, heapq.heappop
         while True:
-            if self._tracked_left == 0 or env.peek() == math.inf:
+            if self._tracked_left == 0 or not heap or heap[0][0] == math.inf:
                 self.deadlocked = self._tracked_left > 0 and dead_end(self._snapshot())
                 self.power.account(env.now)
                 return False
-            t = env.peek()
+            t = heap[0][0]
             if strag is not None and strag.next_t < t:
                 self._run_stragglers(strag, t)
                 continue
             self._trigger = False
-            while env.peek() == t:
-                env.step()
+            while heap and heap[0][0] == t:  # every event at t (EventClock.step, written out)
+                _, _, _, callback, arg = pop(heap)
+                env.now = t
+                callback(arg)
             if self.watch is not None:
                 self.watch.instant(t, self._tracked_left)
             self._check()
@@ -231,7 +223,7 @@ class Simulator:
             if hit is None:
                 return
             t, g, factor = hit
-            env._now = t  # the toggle's time: settle and re-arm its jobs then
+            env.now = t  # the toggle's time: settle and re-arm its jobs then
             self.set_straggle(g, factor)
             self._check()
             limit = env.peek()
@@ -239,7 +231,7 @@ class Simulator:
     def wake_at(self, t: float) -> None:
         """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
         if t > self.env.now:
-            self.env.timeout(t - self.env.now).callbacks.append(self._wake)
+            self.env.schedule(t - self.env.now, self._wake)
 
     def wake_next_round(self) -> None:
         """Make the first round boundary after now a decision point (once, however often asked);
@@ -413,12 +405,16 @@ class Simulator:
         self._arm(jid, run, delay)
 
     def _arm(self, jid: int, run: _Run, delay: float) -> None:
-        run.armed_at = self.env.now + delay
-        _Due(self.env, delay, jid, run, self._on_due)
+        """Arm the job's completion event ``delay`` from now (:meth:`EventClock.schedule`, written
+        out); it is stale when the job's ``_Run`` was replaced or re-armed since (``version``)."""
+        env = self.env
+        t = run.armed_at = env.now + delay
+        heapq.heappush(env.heap, (t, NORMAL, env.order, self._on_due, (jid, run, run.version)))
+        env.order += 1
 
     # -- events ------------------------------------------------------------------------------
-    def _due(self, ev: _Due) -> None:
-        self._complete(ev.jid, ev.run, ev.version)
+    def _due(self, ev: tuple[int, _Run, int]) -> None:
+        self._complete(*ev)
 
     def _complete(self, jid: int, run: _Run, version: int) -> None:
         if run.version != version or self.runs.get(jid) is not run:
@@ -453,19 +449,23 @@ class Simulator:
         self._trigger |= self._events
         if i < len(jobs):
             self._next_arrival_s = jobs[i].arrival_s
-            self.env.timeout(jobs[i].arrival_s - self.env.now).callbacks.append(lambda _e: self._arrive(i))
+            self.env.schedule(jobs[i].arrival_s - self.env.now, self._arrive, i)
         else:
             self._arrivals_done = True
 
-    def _ticks(self, round_s: float) -> Generator[simpy.Event, None, None]:
-        env = self.env
+    def _first_tick(self, round_s: float) -> None:
+        """The round ticks' first step: the first tick is at the first arrival."""
         if self.jobs:
-            yield env.timeout(self.jobs[0].arrival_s)
+            self.env.schedule(self.jobs[0].arrival_s, self._tick, round_s)
+        else:
+            self._tick(round_s)
+
+    def _tick(self, round_s: float) -> None:
+        """A round tick: a decision point; arms the next one (past idle ticks, :meth:`_idle_ticks`)."""
+        self._trigger = True
         skip = not self.model.failures.mtbf_h  # a failure or repair is a decision point of its own
-        while True:
-            self._trigger = True
-            idle = skip and not self.runs and not self.state.pending and not self._arrivals_done
-            yield env.timeout(self._idle_ticks(round_s) if idle else round_s)
+        idle = skip and not self.runs and not self.state.pending and not self._arrivals_done
+        self.env.schedule(self._idle_ticks(round_s) if idle else round_s, self._tick, round_s)
 
     def _idle_ticks(self, round_s: float) -> float:
         """The delay to the last tick at or before the next arrival, on an idle cluster (nothing runs,
@@ -485,7 +485,7 @@ class Simulator:
         if n < 2 or t <= now:
             return round_s
         delay = t - now
-        while now + delay < t:  # env.timeout(delay) fires at now + delay: hit t exactly
+        while now + delay < t:  # an event ``delay`` from now fires at now + delay: hit t exactly
             delay = math.nextafter(delay, math.inf)
         while now + delay > t:
             delay = math.nextafter(delay, -math.inf)
