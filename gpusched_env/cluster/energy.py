@@ -11,7 +11,7 @@ import numpy as np
 
 from gpusched_env.catalog import GPUS
 from gpusched_env.metrics import Timeline
-from gpusched_env.power import PowerConfig, gpu_power_w
+from gpusched_env.power import PowerConfig
 from gpusched_env.topology import Topology
 
 
@@ -72,8 +72,12 @@ class PowerLedger:
             is_busy = load is not None
             if load is None:
                 u, p = 0.0, idle_w[g]
-            else:
-                u, p = load, gpu_power_w(idle_w[g], busy_w[g], load)
+            else:  # gpu_power_w written out: min(1, max(0, load)) as comparisons (the same floats)
+                c = load if load > 0.0 else 0.0
+                if not c < 1.0:
+                    c = 1.0
+                i = idle_w[g]
+                u, p = load, i + (busy_w[g] - i) * c
             delta += p - power_l[g]
             power_l[g] = p
             gpu_power[g] = p

@@ -300,10 +300,16 @@ class Simulator:
         """Bring a running job's progress, service and energy up to ``now``."""
         run = self.runs[job_id]
         job = self.state.jobs[job_id]
-        dt = now - run.last_t
-        if dt > 0:
-            work_dt = max(0.0, now - max(run.last_t, run.resume_at))
-            self.done[job_id] = min(job.work_iters, self.done[job_id] + work_dt / run.iter_s)
+        last = run.last_t
+        dt = now - last
+        if dt > 0:  # max() and min() written as comparisons (the same floats, fewer calls)
+            r = run.resume_at
+            work_dt = now - (r if r > last else last)
+            if not work_dt > 0.0:
+                work_dt = 0.0
+            d = self.done[job_id] + work_dt / run.iter_s
+            w = job.work_iters
+            self.done[job_id] = d if d < w else w
             self.attained[job_id] += dt * job.num_gpus
             rec = self.records[job_id]
             rec.gpu_seconds += dt * job.num_gpus
@@ -392,7 +398,8 @@ class Simulator:
         """Set the job's completion time. An armed event that would fire no later than the new time
         is kept (it re-arms itself when it fires early), so a slowdown costs no new event."""
         left = self.state.jobs[jid].work_iters - self.done[jid]
-        delay = max(0.0, run.resume_at - now) + max(0.0, left) * run.iter_s
+        wait = run.resume_at - now
+        delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s  # max(0.0, x) as a comparison
         if self.model.completion_at_round and self._round_s:
             # PAL's simulator notices completions at round boundaries (CALIBRATION.md)
             origin = self._first_arrival
@@ -525,10 +532,16 @@ class Simulator:
         for jid in here:
             run = runs[jid]
             job = jobs[jid]
-            dt = now - run.last_t  # settle (as _settle)
+            last = run.last_t
+            dt = now - last  # settle (as _settle)
             if dt > 0:
-                work_dt = max(0.0, now - max(run.last_t, run.resume_at))
-                done[jid] = min(job.work_iters, done[jid] + work_dt / run.iter_s)
+                r = run.resume_at
+                work_dt = now - (r if r > last else last)
+                if not work_dt > 0.0:
+                    work_dt = 0.0
+                d = done[jid] + work_dt / run.iter_s
+                w = job.work_iters
+                done[jid] = d if d < w else w
                 attained[jid] += dt * job.num_gpus
                 rec = records[jid]
                 rec.gpu_seconds += dt * job.num_gpus
@@ -542,13 +555,13 @@ class Simulator:
             s = new[run.cls]
             if s >= worst:
                 worst = s
-            elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all
-                worst = speed.alone_worst(job, state.running[jid])
-                assert worst is not None  # its GPUs' residents did not change
+            elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all (residents unchanged)
+                worst = speed.worst_of(state.running[jid].gpus, run.cls)
             run.worst = worst
             iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
             left = job.work_iters - done[jid]  # completion (as _schedule_completion)
-            delay = max(0.0, run.resume_at - now) + max(0.0, left) * iter_s
+            wait = run.resume_at - now
+            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * iter_s
             due = run.due = now + delay
             armed = run.armed_at
             if armed is None or armed > due:
