@@ -71,19 +71,15 @@ class DataParallelSpeed:
 
     def set_factors(self, factors: np.ndarray) -> None:
         """Refresh ``_slow[g][c]`` = factor x straggle / speed for every GPU (Python lists: cheap
-        scalar access), and the same floats by class, ``_slow_c[c][g]``."""
+        scalar access)."""
         self.factors = factors
-        slow = factors * self.straggle[:, None] / self.speed[:, None]
-        self._slow: list[list[float]] = slow.tolist()
-        self._slow_c: list[list[float]] = slow.T.tolist()
+        self._slow: list[list[float]] = (factors * self.straggle[:, None] / self.speed[:, None]).tolist()
         self._factors_l: list[list[float]] = factors.tolist()
 
     def set_straggle(self, g: int, factor: float) -> None:
         self.straggle[g] = factor
         st, sp = float(factor), self._speed_l[g]  # the float the array holds
-        row = self._slow[g] = [f * st / sp for f in self._factors_l[g]]
-        for col, s in zip(self._slow_c, row, strict=True):
-            col[g] = s
+        self._slow[g] = [f * st / sp for f in self._factors_l[g]]
 
     def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
         if len(gpus) <= 1:
@@ -128,16 +124,27 @@ class DataParallelSpeed:
         has mult 1 and comm 0)."""
         if job.pipeline is not None or alloc.sharing.is_mps:
             return None
-        resident, gpus = self.state.resident, alloc.gpus
-        for g in gpus:
+        resident, slow, c = self.state.resident, self._slow, job.class_index
+        worst = -math.inf
+        for g in alloc.gpus:
             if len(resident[g]) != 1:
                 return None
-        return max(map(self._slow_c[job.class_index].__getitem__, gpus))  # the largest, as the plain loop finds it
+            s = slow[g][c]
+            if s > worst:
+                worst = s
+        return worst
 
     def worst_of(self, gpus: tuple[int, ...], c: int) -> float:
-        """The largest slowness of class ``c`` over ``gpus`` (of a job alone on each of them: the
-        value :meth:`alone_worst` returns while their residents stay the same)."""
-        return max(map(self._slow_c[c].__getitem__, gpus))
+        """The largest slowness of class ``c`` over ``gpus``: the value :meth:`alone_worst` returns
+        for a job alone on each of them (while their residents stay the same), without looking at
+        the residents."""
+        slow = self._slow
+        worst = -math.inf
+        for g in gpus:
+            s = slow[g][c]
+            if s > worst:
+                worst = s
+        return worst
 
     def slow_row(self, g: int) -> list[float]:
         """GPU ``g``'s slowness per class now (variability x straggle / speed; a list that
