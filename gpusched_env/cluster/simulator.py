@@ -217,7 +217,8 @@ class Simulator:
         """Straggler toggles due before ``limit`` (the next event's time), merged into the event
         loop in time order; one that touches jobs runs at its own time and may arm a completion
         before ``limit``, so the limit is the next event's time again after it."""
-        env, resident = self.env, self.state.resident
+        env, resident, checked = self.env, self.state.resident, self.checker is not None
+        heap = env.heap
         while True:
             hit = strag.run_before(limit, resident)
             if hit is None:
@@ -225,8 +226,9 @@ class Simulator:
             t, g, factor = hit
             env.now = t  # the toggle's time: settle and re-arm its jobs then
             self.set_straggle(g, factor)
-            self._check()
-            limit = env.peek()
+            if checked:
+                self._check()
+            limit = heap[0][0] if heap else math.inf  # env.peek()
 
     def wake_at(self, t: float) -> None:
         """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
