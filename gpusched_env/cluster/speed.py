@@ -61,7 +61,7 @@ class DataParallelSpeed:
         self.spec = spec
         types = [GPUS[t] for t in topology.gpu_types]
         self.speed = np.array([types[i].speed for i in topology.gpu_type_idx])
-        self.straggle = np.ones(topology.n_gpus)
+        self._straggle: list[float] = [1.0] * topology.n_gpus  # transient straggler factor per GPU
         self._speed_l: list[float] = self.speed.tolist()
         # per GPU: (resident ids, their Sharing, the device model's outcome for them)
         self._outcome: list[tuple[tuple[int, ...], tuple[Sharing, ...], DeviceOutcome] | None] = (
@@ -73,12 +73,13 @@ class DataParallelSpeed:
         """Refresh ``_slow[g][c]`` = factor x straggle / speed for every GPU (Python lists: cheap
         scalar access)."""
         self.factors = factors
-        self._slow: list[list[float]] = (factors * self.straggle[:, None] / self.speed[:, None]).tolist()
+        straggle = np.array(self._straggle)
+        self._slow: list[list[float]] = (factors * straggle[:, None] / self.speed[:, None]).tolist()
         self._factors_l: list[list[float]] = factors.tolist()
 
     def set_straggle(self, g: int, factor: float) -> None:
-        self.straggle[g] = factor
-        st, sp = float(factor), self._speed_l[g]  # the float the array holds
+        st = self._straggle[g] = float(factor)
+        sp = self._speed_l[g]
         self._slow[g] = [f * st / sp for f in self._factors_l[g]]
 
     def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
@@ -158,7 +159,7 @@ class DataParallelSpeed:
         if len(here) == 1 and not self.state.running[job.job_id].sharing.is_mps:
             return self._slow[g][c]
         sd = self.outcome(g).tenants[here.index(job.job_id)].slowdown
-        return float(self.factors[g, c] * self.straggle[g] * sd / self.speed[g])
+        return float(self.factors[g, c] * self._straggle[g] * sd / self.speed[g])
 
     def _pipeline_iter_s(self, job: Job, spec: PipelineSpec, alloc: Allocation) -> float:
         gpus = alloc.gpus
