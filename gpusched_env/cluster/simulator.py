@@ -96,6 +96,7 @@ class Simulator:
         self.model = model or SimModel()
         self.models = dict(models or {})
         self._spec_cache: dict[str, ModelSpec] = {}
+        self._util: dict[str, float] = {}  # model -> its utilisation of a GPU it has alone, in [0, 1]
         ss = np.random.SeedSequence(seed)
         streams = ss.spawn(5)  # variability, drift, stragglers, failures, kernel shapes (the device model)
         (rng_var, self._rng_drift, self._rng_strag, self._rng_fail) = (np.random.default_rng(s) for s in streams[:4])
@@ -339,10 +340,10 @@ class Simulator:
             self._stragglers.flush(gpus, self.speed.set_straggle)  # factors that changed while idle
         job = self.state.jobs[jid]
         mult, comm = self.speed.placement_cost(job, gpus)
-        self.runs[jid] = _Run(
-            last_t=now, resume_at=now + cost, loc_mult=mult, comm_s=comm,
-            util=min(1.0, max(0.0, self.spec(job.model).util)),
-        )
+        util = self._util.get(job.model)
+        if util is None:
+            util = self._util[job.model] = min(1.0, max(0.0, self.spec(job.model).util))
+        self.runs[jid] = _Run(last_t=now, resume_at=now + cost, loc_mult=mult, comm_s=comm, util=util)
         touched.update(gpus)
 
     def _stop_run(self, jid: int, now: float, touched: set[int]) -> None:
