@@ -515,13 +515,12 @@ class Simulator:
         changes no GPU's residents). ``incremental_toggles = False`` takes the plain steps
         instead (same floats)."""
         speed = self.speed
-        old = speed.slow_row(g)
-        speed.set_straggle(g, factor)
+        old, new = speed.toggle(g, factor)
         here = self.state.resident[g]
         if not here:
             return
         now = self.env.now
-        if not self.incremental_toggles or (self.model.completion_at_round and self._round_s):
+        if not self.incremental_toggles or (self._round_s and self.model.completion_at_round):
             for jid in here:
                 run = self.runs[jid]
                 self._settle(jid, now)
@@ -529,7 +528,6 @@ class Simulator:
                 run.worst = None
                 self._schedule_completion(jid, run, now)
             return
-        new = speed.slow_row(g)
         state, runs, done, attained, records = self.state, self.runs, self.done, self.attained, self.records
         jobs = state.jobs
         for jid in here:

@@ -78,9 +78,15 @@ class DataParallelSpeed:
         self._factors_l: list[list[float]] = factors.tolist()
 
     def set_straggle(self, g: int, factor: float) -> None:
+        self.toggle(g, factor)
+
+    def toggle(self, g: int, factor: float) -> tuple[list[float], list[float]]:
+        """:meth:`set_straggle`, returning GPU ``g``'s slowness per class before and after."""
         st = self._straggle[g] = float(factor)
-        sp = self._speed_l[g]
-        self._slow[g] = [f * st / sp for f in self._factors_l[g]]
+        sp, slow = self._speed_l[g], self._slow
+        old = slow[g]
+        new = slow[g] = [f * st / sp for f in self._factors_l[g]]
+        return old, new
 
     def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
         if len(gpus) <= 1:
