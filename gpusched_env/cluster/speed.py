@@ -81,7 +81,8 @@ class DataParallelSpeed:
         self.toggle(g, factor)
 
     def toggle(self, g: int, factor: float) -> tuple[list[float], list[float]]:
-        """:meth:`set_straggle`, returning GPU ``g``'s slowness per class before and after."""
+        """:meth:`set_straggle`, returning GPU ``g``'s slowness per class (variability x straggle /
+        speed) before and after: lists that toggles and :meth:`set_factors` replace, never change."""
         st = self._straggle[g] = float(factor)
         sp, slow = self._speed_l[g], self._slow
         old = slow[g]
@@ -152,11 +153,6 @@ class DataParallelSpeed:
             if s > worst:
                 worst = s
         return worst
-
-    def slow_row(self, g: int) -> list[float]:
-        """GPU ``g``'s slowness per class now (variability x straggle / speed; a list that
-        :meth:`set_straggle` and :meth:`set_factors` replace, never change)."""
-        return self._slow[g]
 
     def slowness(self, job: Job, g: int) -> float:
         """Time multiplier of ``job`` on GPU ``g`` against the reference GPU (see module docstring)."""
