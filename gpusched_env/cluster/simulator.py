@@ -557,7 +557,8 @@ class Simulator:
             if s >= worst:
                 worst = s
             elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all (residents unchanged)
-                worst = speed.worst_of(state.running[jid].gpus, run.cls)
+                gpus = state.running[jid].gpus
+                worst = s if len(gpus) == 1 else speed.worst_of(gpus, run.cls)
             run.worst = worst
             iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
             left = job.work_iters - done[jid]  # completion (as _schedule_completion)
