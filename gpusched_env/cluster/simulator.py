@@ -364,7 +364,8 @@ class Simulator:
         for g in gpus:
             jobs.update(resident[g])
         for jid in jobs:
-            if jid in runs:
+            run = runs.get(jid)
+            if run is not None and run.last_t != now:  # (a job started now is settled)
                 self._settle(jid, now)
         loads: list[tuple[int, float | None]] = []
         for g in gpus:
