@@ -185,10 +185,10 @@ class Simulator:
         ``wake`` (optional) filters decision points: one where it returns False is passed over
         without returning (the env uses it to skip points at which no start is possible).
         """
-        env, strag = self.env, self._stragglers
-        heap, pop = env.heap, heapq.heappop
+        env, strag, watch, checked = self.env, self._stragglers, self.watch, self.checker is not None
+        heap, pop, inf = env.heap, heapq.heappop, math.inf
         while True:
-            if self._tracked_left == 0 or not heap or heap[0][0] == math.inf:
+            if self._tracked_left == 0 or not heap or heap[0][0] == inf:
                 self.deadlocked = self._tracked_left > 0 and dead_end(self._snapshot())
                 self.power.account(env.now)
                 return False
@@ -201,9 +201,10 @@ class Simulator:
                 _, _, _, callback, arg = pop(heap)
                 env.now = t
                 callback(arg)
-            if self.watch is not None:
-                self.watch.instant(t, self._tracked_left)
-            self._check()
+            if watch is not None:
+                watch.instant(t, self._tracked_left)
+            if checked:
+                self._check()
             if self._trigger:
                 if self.runs:  # something runs: not a stall (the common case, without a snapshot)
                     self._stall.points = 0
