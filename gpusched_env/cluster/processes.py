@@ -82,13 +82,14 @@ class Stragglers:
         self._seq += 1
         return factor
 
-    def run_before(self, limit: float, resident: Sequence[Sized]) -> tuple[float, int, float] | None:
+    def run_before(
+        self, limit: float, resident: Sequence[Sized], apply: Callable[[float, int, float], float],
+    ) -> None:
         """Run the toggles due before ``limit`` in order. A toggle of a GPU that holds no job
         (``resident[g]`` empty) changes nothing but the GPU's factor: it is only noted here, and
-        the host learns it from :meth:`flush` before a job starts there. The first toggle of a GPU
-        that holds jobs stops the run and is returned as (time, GPU, factor) for the host to apply
-        at that time (it may arm events before ``limit``). None when every toggle before ``limit``
-        was run.
+        the host learns it from :meth:`flush` before a job starts there. A toggle of a GPU that
+        holds jobs is handed to the host, ``apply(time, GPU, factor)``, which applies it at that
+        time and returns the new limit (it may arm events before ``limit``).
 
         The steps of :meth:`_toggle` written out (most events of a long run are toggles); the
         popped toggle is replaced by the GPU's next one in one heap operation (the order is the
@@ -96,7 +97,6 @@ class Stragglers:
         heap, stale, slowed = self._heap, self._stale, self.slowed
         mean_on, mean_off = self.mean_on, self.mean_off
         buf, seq = self._buf, self._seq
-        hit: tuple[float, int, float] | None = None
         while heap:
             t, _, g, on = heap[0]
             if t >= limit:
@@ -119,11 +119,11 @@ class Stragglers:
             if factor is None:
                 continue
             if resident[g]:
-                hit = (t, g, factor)
-                break
-            stale[g] = factor
+                self._seq = seq  # (the host sees the timeline as it is)
+                limit = apply(t, g, factor)
+            else:
+                stale[g] = factor
         self._seq = seq
-        return hit
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""

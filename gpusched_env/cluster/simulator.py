@@ -217,20 +217,20 @@ class Simulator:
 
     def _run_stragglers(self, strag: Stragglers, limit: float) -> None:
         """Straggler toggles due before ``limit`` (the next event's time), merged into the event
-        loop in time order; one that touches jobs runs at its own time and may arm a completion
-        before ``limit``, so the limit is the next event's time again after it."""
-        env, resident, checked = self.env, self.state.resident, self.checker is not None
+        loop in time order (:meth:`Stragglers.run_before`, which hands each toggle that touches
+        jobs to :meth:`_toggle_at`)."""
+        strag.run_before(limit, self.state.resident, self._toggle_at)
+
+    def _toggle_at(self, t: float, g: int, factor: float) -> float:
+        """Apply a straggler toggle of GPU ``g`` (which holds jobs) at its time ``t``; it may arm a
+        completion before the old limit, so the next event's time is returned as the new one."""
+        env = self.env
+        env.now = t  # the toggle's time: settle and re-arm its jobs then
+        self.set_straggle(g, factor)
+        if self.checker is not None:
+            self._check()
         heap = env.heap
-        while True:
-            hit = strag.run_before(limit, resident)
-            if hit is None:
-                return
-            t, g, factor = hit
-            env.now = t  # the toggle's time: settle and re-arm its jobs then
-            self.set_straggle(g, factor)
-            if checked:
-                self._check()
-            limit = heap[0][0] if heap else math.inf  # env.peek()
+        return heap[0][0] if heap else math.inf  # env.peek()
 
     def wake_at(self, t: float) -> None:
         """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
