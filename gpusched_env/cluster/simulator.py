@@ -445,7 +445,16 @@ class Simulator:
         count_finished(self.records[jid], now)
         if job.tracked:
             self._tracked_left -= 1
-        self._refresh(set(alloc.gpus), now)
+        gpus = set(alloc.gpus)
+        resident = self.state.resident
+        for g in gpus:
+            if resident[g]:  # jobs stay on its GPUs: re-time them
+                self._refresh(gpus, now)
+                break
+        else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
+            power = self.power
+            power.set_loads([(g, None) for g in gpus])
+            power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)
         if self.checker is not None:
