@@ -165,25 +165,37 @@ class ClusterState:
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
         n, mem, share = self.n_resident, self.mem_used, self.share_used
         dmem, dshare = sign * job.mem_gb, sign * job.gpu_fraction
-        free, up, jid, resident = self.free_mask, self.up, job.job_id, self.resident
-        for g in gpus:  # scalar updates: cheaper than fancy indexing for a few GPUs
-            here = resident[g]
-            if sign > 0:
-                if not here and up[g]:
-                    self.n_free -= 1
+        free, jid, resident = self.free_mask, job.job_id, self.resident
+        up = None if self.all_up else self.up  # every GPU up: no per-GPU look-up
+        n_free = self.n_free
+        # scalar updates: cheaper than fancy indexing for a few GPUs; adding 0.0 memory leaves a
+        # sum as it is (memory use is never -0.0), so a job using none adds none
+        if sign > 0:
+            for g in gpus:
+                here = resident[g]
+                if not here:
+                    if up is None or up[g]:
+                        n_free -= 1
+                    free[g] = False
                 here.append(jid)
-                free[g] = False
-            else:
+                n[g] = len(here)
+                if dmem:
+                    mem[g] += dmem
+                share[g] += dshare
+        else:
+            for g in gpus:
+                here = resident[g]
                 here.remove(jid)
-                if not here and up[g]:
+                if not here and (up is None or up[g]):
                     free[g] = True
-                    self.n_free += 1
+                    n_free += 1
                 else:
                     free[g] = False
-            n[g] = len(here)
-            if dmem:  # adding 0.0 leaves a sum as it is (memory use is never -0.0)
-                mem[g] += dmem
-            share[g] += dshare
+                n[g] = len(here)
+                if dmem:
+                    mem[g] += dmem
+                share[g] += dshare
+        self.n_free = n_free
 
     def release(self, job_id: int) -> Allocation:
         """Remove a running job from its GPUs (finish, failure); it does not return to the queue."""

@@ -82,10 +82,26 @@ def _plain_run_before(s: Stragglers, limit: float, resident: list[list[int]]) ->
     return None
 
 
+class _Host:
+    """Takes the toggles that touch jobs; one of a GPU divisible by 3 moves the limit to 40 s
+    after it (as a completion it arms would)."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.got: list[tuple[float, int, float]] = []
+
+    def apply(self, t: float, g: int, factor: float) -> float:
+        self.got.append((t, g, factor))
+        if g % 3 == 0:
+            self.limit = min(self.limit, t + 40.0)
+        return self.limit
+
+
 def test_run_before_makes_the_plain_toggles():
     """Two timelines of one seed, one run with the written-out loop and one with the plain steps,
-    under changing limits and GPUs that hold jobs: the same hits, factors noted, GPU states and
-    next toggles (past a refill of the pre-drawn batch)."""
+    under changing limits (some moved earlier by the toggles themselves, as an armed completion
+    does) and GPUs that hold jobs: the same hits, factors noted, GPU states and next toggles
+    (past a refill of the pre-drawn batch)."""
     cfg = StragglerConfig(enabled=True, fraction_scale=2.0, sample_s=5.0)
     host = SimpleNamespace(env=SimpleNamespace(now=0.0))
     fast = Stragglers(host, cfg, 16, np.random.default_rng(3))  # type: ignore[arg-type]
@@ -96,12 +112,18 @@ def test_run_before_makes_the_plain_toggles():
     for _ in range(3000):
         limit += float(rng.exponential(150.0))
         resident: list[list[int]] = [[1] if rng.random() < 0.3 else [] for _ in range(16)]
-        while True:
-            a, b = fast.run_before(limit, resident), _plain_run_before(plain, limit, resident)
-            assert a == b
-            if a is None:
-                break
-            hits += 1
+        host_side = _Host(limit)
+        fast.run_before(limit, resident, host_side.apply)
+        got = host_side.got
+        want = []
+        lim = limit
+        while (b := _plain_run_before(plain, lim, resident)) is not None:
+            want.append(b)
+            if b[1] % 3 == 0:
+                lim = min(lim, b[0] + 40.0)
+        assert got == want
+        hits += len(got)
+        limit = lim  # the next window starts where this one stopped
         assert fast.slowed == plain.slowed and fast._stale == plain._stale and fast._seq == plain._seq
         assert sorted(fast._heap) == sorted(plain._heap)
     assert hits > 300 and fast._seq > 4096

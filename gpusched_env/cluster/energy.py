@@ -11,7 +11,7 @@ import numpy as np
 
 from gpusched_env.catalog import GPUS
 from gpusched_env.metrics import Timeline
-from gpusched_env.power import PowerConfig, gpu_power_w
+from gpusched_env.power import PowerConfig
 from gpusched_env.topology import Topology
 
 
@@ -32,6 +32,7 @@ class PowerLedger:
         self.node_busy = [0] * topology.n_nodes  # GPUs holding jobs per node
         self._node_idle_gpu_w = np.bincount(topology.gpu_node, weights=self.idle_w, minlength=topology.n_nodes)
         nodes = range(topology.n_nodes)
+        self._node_l = [[self._node_power(n, 1), self._node_power(n, 0)] for n in nodes]  # [busy, idle] term per node
         self.cluster_power = float(self.gpu_power.sum()) + sum(self._node_power(n, 0) for n in nodes)
         self.min_power = float(self.idle_w.sum()) + sum(min(self._node_power(n, 0), self._node_power(n, 1)) for n in nodes)
         self.energy_j = 0.0
@@ -72,8 +73,12 @@ class PowerLedger:
             is_busy = load is not None
             if load is None:
                 u, p = 0.0, idle_w[g]
-            else:
-                u, p = load, gpu_power_w(idle_w[g], busy_w[g], load)
+            else:  # gpu_power_w written out: min(1, max(0, load)) as comparisons (the same floats)
+                c = load if load > 0.0 else 0.0
+                if not c < 1.0:
+                    c = 1.0
+                i = idle_w[g]
+                u, p = load, i + (busy_w[g] - i) * c
             delta += p - power_l[g]
             power_l[g] = p
             gpu_power[g] = p
@@ -81,9 +86,11 @@ class PowerLedger:
             if (g in busy_set) != is_busy:
                 node = gpu_node[g]
                 if sleepy:  # only sleeping nodes change node power with their GPUs' load
-                    old = self._node_power(node, node_busy[node])
-                    node_busy[node] += 1 if is_busy else -1
-                    delta += self._node_power(node, node_busy[node]) - old
+                    terms, nb = self._node_l[node], node_busy[node]  # _node_power, looked up
+                    old = terms[nb == 0]
+                    nb += 1 if is_busy else -1
+                    node_busy[node] = nb
+                    delta += terms[nb == 0] - old
                 else:
                     node_busy[node] += 1 if is_busy else -1
                 if is_busy:

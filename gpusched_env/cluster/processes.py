@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Generator, Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import Protocol
 
 import numpy as np
-import simpy
 
+from gpusched_env.cluster.clock import URGENT, EventClock
 from gpusched_env.cluster.model import FailureConfig, StragglerConfig
 from gpusched_env.cluster.variability import VariabilityConfig, drift
 from gpusched_env.fitted import (
@@ -24,7 +24,7 @@ from gpusched_env.fitted import (
 class Host(Protocol):
     """What the processes change in the simulator that runs them."""
 
-    env: simpy.Environment
+    env: EventClock
 
     def set_straggle(self, g: int, factor: float) -> None: ...
 
@@ -40,10 +40,10 @@ class Stragglers:
     :class:`~gpusched_env.cluster.model.StragglerConfig`).
 
     The toggles are a timeline of their own (a heap ordered by time, then by the order they were
-    scheduled in), not SimPy events: most toggle GPUs that hold no job, which changes nothing but
+    scheduled in), not events of the host's clock: most toggle GPUs that hold no job, which changes nothing but
     the GPU's factor, so the host merges the timeline into its event loop with :meth:`run_before`
     and handles only the toggles that touch jobs itself. The draws are taken in toggle order, so
-    the result is the same as toggles run as SimPy callbacks in time order.
+    the result is the same as toggles run as events in time order.
     """
 
     def __init__(self, host: Host, cfg: StragglerConfig, n_gpus: int, rng: np.random.Generator) -> None:
@@ -82,13 +82,14 @@ class Stragglers:
         self._seq += 1
         return factor
 
-    def run_before(self, limit: float, resident: Sequence[Sized]) -> tuple[float, int, float] | None:
+    def run_before(
+        self, limit: float, resident: Sequence[Sized], apply: Callable[[float, int, float], float],
+    ) -> None:
         """Run the toggles due before ``limit`` in order. A toggle of a GPU that holds no job
         (``resident[g]`` empty) changes nothing but the GPU's factor: it is only noted here, and
-        the host learns it from :meth:`flush` before a job starts there. The first toggle of a GPU
-        that holds jobs stops the run and is returned as (time, GPU, factor) for the host to apply
-        at that time (it may arm events before ``limit``). None when every toggle before ``limit``
-        was run.
+        the host learns it from :meth:`flush` before a job starts there. A toggle of a GPU that
+        holds jobs is handed to the host, ``apply(time, GPU, factor)``, which applies it at that
+        time and returns the new limit (it may arm events before ``limit``).
 
         The steps of :meth:`_toggle` written out (most events of a long run are toggles); the
         popped toggle is replaced by the GPU's next one in one heap operation (the order is the
@@ -96,7 +97,6 @@ class Stragglers:
         heap, stale, slowed = self._heap, self._stale, self.slowed
         mean_on, mean_off = self.mean_on, self.mean_off
         buf, seq = self._buf, self._seq
-        hit: tuple[float, int, float] | None = None
         while heap:
             t, _, g, on = heap[0]
             if t >= limit:
@@ -119,11 +119,11 @@ class Stragglers:
             if factor is None:
                 continue
             if resident[g]:
-                hit = (t, g, factor)
-                break
-            stale[g] = factor
+                self._seq = seq  # (the host sees the timeline as it is)
+                limit = apply(t, g, factor)
+            else:
+                stale[g] = factor
         self._seq = seq
-        return hit
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
@@ -151,25 +151,41 @@ class Stragglers:
         self._buf.reverse()
 
 
-def drift_process(
-    host: Host, cfg: VariabilityConfig, factors: np.ndarray, rng: np.random.Generator
-) -> Generator[simpy.Event, None, None]:
-    """Every ``drift_interval_s`` the factors take a multiplicative random-walk step."""
-    while True:
-        yield host.env.timeout(cfg.drift_interval_s)
-        factors = drift(factors, cfg.drift_sigma, rng)
-        host.set_factors(factors)
+class DriftProcess:
+    """Every ``drift_interval_s`` the factors take a multiplicative random-walk step.
+
+    Scheduled on the host's clock as a process: a first, urgent step now that arms the first
+    interval (events keep the order of the SimPy process this replaced)."""
+
+    def __init__(self, host: Host, cfg: VariabilityConfig, factors: np.ndarray, rng: np.random.Generator) -> None:
+        self.host, self.cfg, self.factors, self.rng = host, cfg, factors, rng
+        host.env.schedule(0, self._wait, priority=URGENT)
+
+    def _wait(self, _: object = None) -> None:
+        self.host.env.schedule(self.cfg.drift_interval_s, self._step)
+
+    def _step(self, _: object) -> None:
+        self.factors = drift(self.factors, self.cfg.drift_sigma, self.rng)
+        self.host.set_factors(self.factors)
+        self._wait()
 
 
-def failure_process(
-    host: Host, cfg: FailureConfig, node: int, rng: np.random.Generator
-) -> Generator[simpy.Event, None, None]:
+class FailureProcess:
     """Node ``node`` fails after an exponential time (mean ``mtbf_h``) and is repaired ``repair_s``
-    later, again and again."""
-    assert cfg.mtbf_h is not None
-    env = host.env
-    while True:
-        yield env.timeout(rng.exponential(cfg.mtbf_h * 3600.0))
-        host.fail_node(node, cfg.checkpoint_interval_s)
-        yield env.timeout(cfg.repair_s)
-        host.repair_node(node)
+    later, again and again (a process on the host's clock, as :class:`DriftProcess`)."""
+
+    def __init__(self, host: Host, cfg: FailureConfig, node: int, rng: np.random.Generator) -> None:
+        assert cfg.mtbf_h is not None
+        self.host, self.cfg, self.node, self.rng, self.mtbf_s = host, cfg, node, rng, cfg.mtbf_h * 3600.0
+        host.env.schedule(0, self._up, priority=URGENT)
+
+    def _up(self, _: object = None) -> None:
+        self.host.env.schedule(self.rng.exponential(self.mtbf_s), self._fail)
+
+    def _fail(self, _: object) -> None:
+        self.host.fail_node(self.node, self.cfg.checkpoint_interval_s)
+        self.host.env.schedule(self.cfg.repair_s, self._repair)
+
+    def _repair(self, _: object) -> None:
+        self.host.repair_node(self.node)
+        self._up()

@@ -1,26 +1,28 @@
-"""The discrete-event cluster simulator: one implementation of the backend protocol (SimPy).
+"""The discrete-event cluster simulator: one implementation of the backend protocol.
 
 This module is the event loop and the job bookkeeping; the rest of the cluster model is in its
 neighbours: job speed (:mod:`.speed`: variability, co-location via the device model, locality),
-power and energy (:mod:`.energy`), and the stochastic processes (:mod:`.processes`).
+power and energy (:mod:`.energy`), the stochastic processes (:mod:`.processes`) and the event
+queue (:mod:`.clock`, in SimPy's event order).
 Progress is integrated exactly between events; a job's completion event is armed for its current
 speed (moved earlier when it speeds up, re-armed when it fires early after a slowdown).
 """
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import simpy
 
 from gpusched_env.allocation import Applied, ClusterState
 from gpusched_env.catalog import ModelSpec, model_spec
+from gpusched_env.cluster.clock import NORMAL, URGENT, EventClock
 from gpusched_env.cluster.energy import PowerLedger
 from gpusched_env.cluster.model import SimModel
-from gpusched_env.cluster.processes import Stragglers, drift_process, failure_process
+from gpusched_env.cluster.processes import DriftProcess, FailureProcess, Stragglers
 from gpusched_env.cluster.speed import DataParallelSpeed
 from gpusched_env.cluster.variability import sample_factors
 from gpusched_env.cluster.watch import Watch
@@ -69,22 +71,8 @@ class _Run:
     cls: int = 0
 
 
-class _Due(simpy.Timeout):
-    """A running job's completion event, armed for its speed at the time (stale when the job's
-    ``_Run`` was replaced or re-armed since: ``version`` no longer matches). Its fields live on the
-    event and its one callback is shared, so an armed event is few objects for the garbage
-    collector (a non-sticky policy leaves many stale events in the queue)."""
-
-    __slots__ = ("jid", "run", "version")
-
-    def __init__(self, env: simpy.Environment, delay: float, jid: int, run: _Run, callback: Callable[[_Due], None]) -> None:
-        self.jid, self.run, self.version = jid, run, run.version
-        super().__init__(env, delay)
-        self.callbacks.append(callback)  # type: ignore[union-attr,arg-type]
-
-
 class Simulator:
-    """SimPy cluster simulator implementing :class:`gpusched_env.policy.Backend`.
+    """Discrete-event cluster simulator implementing :class:`gpusched_env.policy.Backend`.
 
     ``completed`` lists finished job ids in completion order (consumers such as the env read it).
     """
@@ -108,6 +96,7 @@ class Simulator:
         self.model = model or SimModel()
         self.models = dict(models or {})
         self._spec_cache: dict[str, ModelSpec] = {}
+        self._util: dict[str, float] = {}  # model -> its utilisation of a GPU it has alone, in [0, 1]
         ss = np.random.SeedSequence(seed)
         streams = ss.spawn(5)  # variability, drift, stragglers, failures, kernel shapes (the device model)
         (rng_var, self._rng_drift, self._rng_strag, self._rng_fail) = (np.random.default_rng(s) for s in streams[:4])
@@ -125,7 +114,7 @@ class Simulator:
         )
         self.speed = DataParallelSpeed(topology, self.state, device, self.model.locality, factors, self.spec)
         self.power = PowerLedger(topology, self.model.power, self.model.timeline)
-        self.env = simpy.Environment()
+        self.env = EventClock()  # simulated time (``env.now``) and the event queue
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
         self._check_jobs()
         self.records: dict[int, JobRecord] = {j.job_id: JobRecord(j) for j in self.jobs}
@@ -148,7 +137,7 @@ class Simulator:
         self.watch: Watch | None = None  # limits and progress of the run (gpusched_env.cluster.watch)
         self._ro: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._stragglers: Stragglers | None = None
-        self._on_due: Callable[[_Due], None] = self._due  # one bound method for every completion event
+        self._on_due: Callable[[tuple[int, _Run, int]], None] = self._due  # one bound method for every completion
 
     # -- set-up ------------------------------------------------------------------------------
     def _check_jobs(self) -> None:
@@ -173,20 +162,21 @@ class Simulator:
         ``ticks=False`` keeps the grid but makes no tick a decision point by itself (see
         :meth:`wake_at`)."""
         self._events = events
+        env = self.env
         if self.jobs:
-            self.env.timeout(self.jobs[0].arrival_s).callbacks.append(lambda _e: self._arrive(0))
+            env.schedule(self.jobs[0].arrival_s, self._arrive, 0)
         else:
             self._arrivals_done = True
         if round_s and ticks:
-            self.env.process(self._ticks(round_s))
+            env.schedule(0, self._first_tick, round_s, URGENT)  # a process's first step
         m = self.model
         if m.stragglers.enabled:
             self._stragglers = Stragglers(self, m.stragglers, self.topology.n_gpus, self._rng_strag)
         if m.variability.drift_sigma > 0:
-            self.env.process(drift_process(self, m.variability, self.speed.factors, self._rng_drift))
+            DriftProcess(self, m.variability, self.speed.factors, self._rng_drift)
         if m.failures.mtbf_h:
             for node in range(self.topology.n_nodes):
-                self.env.process(failure_process(self, m.failures, node, self._rng_fail))
+                FailureProcess(self, m.failures, node, self._rng_fail)
         self._round_s = round_s
 
     def advance(self, wake: Callable[[], bool] | None = None) -> bool:
@@ -195,22 +185,26 @@ class Simulator:
         ``wake`` (optional) filters decision points: one where it returns False is passed over
         without returning (the env uses it to skip points at which no start is possible).
         """
-        env, strag = self.env, self._stragglers
+        env, strag, watch, checked = self.env, self._stragglers, self.watch, self.checker is not None
+        heap, pop, inf = env.heap, heapq.heappop, math.inf
         while True:
-            if self._tracked_left == 0 or env.peek() == math.inf:
+            if self._tracked_left == 0 or not heap or heap[0][0] == inf:
                 self.deadlocked = self._tracked_left > 0 and dead_end(self._snapshot())
                 self.power.account(env.now)
                 return False
-            t = env.peek()
+            t = heap[0][0]
             if strag is not None and strag.next_t < t:
                 self._run_stragglers(strag, t)
                 continue
             self._trigger = False
-            while env.peek() == t:
-                env.step()
-            if self.watch is not None:
-                self.watch.instant(t, self._tracked_left)
-            self._check()
+            while heap and heap[0][0] == t:  # every event at t (EventClock.step, written out)
+                _, _, _, callback, arg = pop(heap)
+                env.now = t
+                callback(arg)
+            if watch is not None:
+                watch.instant(t, self._tracked_left)
+            if checked:
+                self._check()
             if self._trigger:
                 if self.runs:  # something runs: not a stall (the common case, without a snapshot)
                     self._stall.points = 0
@@ -223,23 +217,25 @@ class Simulator:
 
     def _run_stragglers(self, strag: Stragglers, limit: float) -> None:
         """Straggler toggles due before ``limit`` (the next event's time), merged into the event
-        loop in time order; one that touches jobs runs at its own time and may arm a completion
-        before ``limit``, so the limit is the next event's time again after it."""
-        env, resident = self.env, self.state.resident
-        while True:
-            hit = strag.run_before(limit, resident)
-            if hit is None:
-                return
-            t, g, factor = hit
-            env._now = t  # the toggle's time: settle and re-arm its jobs then
-            self.set_straggle(g, factor)
+        loop in time order (:meth:`Stragglers.run_before`, which hands each toggle that touches
+        jobs to :meth:`_toggle_at`)."""
+        strag.run_before(limit, self.state.resident, self._toggle_at)
+
+    def _toggle_at(self, t: float, g: int, factor: float) -> float:
+        """Apply a straggler toggle of GPU ``g`` (which holds jobs) at its time ``t``; it may arm a
+        completion before the old limit, so the next event's time is returned as the new one."""
+        env = self.env
+        env.now = t  # the toggle's time: settle and re-arm its jobs then
+        self.set_straggle(g, factor)
+        if self.checker is not None:
             self._check()
-            limit = env.peek()
+        heap = env.heap
+        return heap[0][0] if heap else math.inf  # env.peek()
 
     def wake_at(self, t: float) -> None:
         """Make ``t`` a decision point (one extra, one-off; for backends started without rounds)."""
         if t > self.env.now:
-            self.env.timeout(t - self.env.now).callbacks.append(self._wake)
+            self.env.schedule(t - self.env.now, self._wake)
 
     def wake_next_round(self) -> None:
         """Make the first round boundary after now a decision point (once, however often asked);
@@ -308,10 +304,16 @@ class Simulator:
         """Bring a running job's progress, service and energy up to ``now``."""
         run = self.runs[job_id]
         job = self.state.jobs[job_id]
-        dt = now - run.last_t
-        if dt > 0:
-            work_dt = max(0.0, now - max(run.last_t, run.resume_at))
-            self.done[job_id] = min(job.work_iters, self.done[job_id] + work_dt / run.iter_s)
+        last = run.last_t
+        dt = now - last
+        if dt > 0:  # max() and min() written as comparisons (the same floats, fewer calls)
+            r = run.resume_at
+            work_dt = now - (r if r > last else last)
+            if not work_dt > 0.0:
+                work_dt = 0.0
+            d = self.done[job_id] + work_dt / run.iter_s
+            w = job.work_iters
+            self.done[job_id] = d if d < w else w
             self.attained[job_id] += dt * job.num_gpus
             rec = self.records[job_id]
             rec.gpu_seconds += dt * job.num_gpus
@@ -339,10 +341,10 @@ class Simulator:
             self._stragglers.flush(gpus, self.speed.set_straggle)  # factors that changed while idle
         job = self.state.jobs[jid]
         mult, comm = self.speed.placement_cost(job, gpus)
-        self.runs[jid] = _Run(
-            last_t=now, resume_at=now + cost, loc_mult=mult, comm_s=comm,
-            util=min(1.0, max(0.0, self.spec(job.model).util)),
-        )
+        util = self._util.get(job.model)
+        if util is None:
+            util = self._util[job.model] = min(1.0, max(0.0, self.spec(job.model).util))
+        self.runs[jid] = _Run(last_t=now, resume_at=now + cost, loc_mult=mult, comm_s=comm, util=util)
         touched.update(gpus)
 
     def _stop_run(self, jid: int, now: float, touched: set[int]) -> None:
@@ -363,7 +365,8 @@ class Simulator:
         for g in gpus:
             jobs.update(resident[g])
         for jid in jobs:
-            if jid in runs:
+            run = runs.get(jid)
+            if run is not None and run.last_t != now:  # (a job started now is settled)
                 self._settle(jid, now)
         loads: list[tuple[int, float | None]] = []
         for g in gpus:
@@ -400,7 +403,8 @@ class Simulator:
         """Set the job's completion time. An armed event that would fire no later than the new time
         is kept (it re-arms itself when it fires early), so a slowdown costs no new event."""
         left = self.state.jobs[jid].work_iters - self.done[jid]
-        delay = max(0.0, run.resume_at - now) + max(0.0, left) * run.iter_s
+        wait = run.resume_at - now
+        delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s  # max(0.0, x) as a comparison
         if self.model.completion_at_round and self._round_s:
             # PAL's simulator notices completions at round boundaries (CALIBRATION.md)
             origin = self._first_arrival
@@ -413,12 +417,16 @@ class Simulator:
         self._arm(jid, run, delay)
 
     def _arm(self, jid: int, run: _Run, delay: float) -> None:
-        run.armed_at = self.env.now + delay
-        _Due(self.env, delay, jid, run, self._on_due)
+        """Arm the job's completion event ``delay`` from now (:meth:`EventClock.schedule`, written
+        out); it is stale when the job's ``_Run`` was replaced or re-armed since (``version``)."""
+        env = self.env
+        t = run.armed_at = env.now + delay
+        heapq.heappush(env.heap, (t, NORMAL, env.order, self._on_due, (jid, run, run.version)))
+        env.order += 1
 
     # -- events ------------------------------------------------------------------------------
-    def _due(self, ev: _Due) -> None:
-        self._complete(ev.jid, ev.run, ev.version)
+    def _due(self, ev: tuple[int, _Run, int]) -> None:
+        self._complete(*ev)
 
     def _complete(self, jid: int, run: _Run, version: int) -> None:
         if run.version != version or self.runs.get(jid) is not run:
@@ -437,7 +445,16 @@ class Simulator:
         count_finished(self.records[jid], now)
         if job.tracked:
             self._tracked_left -= 1
-        self._refresh(set(alloc.gpus), now)
+        gpus = set(alloc.gpus)
+        resident = self.state.resident
+        for g in gpus:
+            if resident[g]:  # jobs stay on its GPUs: re-time them
+                self._refresh(gpus, now)
+                break
+        else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
+            power = self.power
+            power.set_loads([(g, None) for g in gpus])
+            power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)
         if self.checker is not None:
@@ -453,19 +470,23 @@ class Simulator:
         self._trigger |= self._events
         if i < len(jobs):
             self._next_arrival_s = jobs[i].arrival_s
-            self.env.timeout(jobs[i].arrival_s - self.env.now).callbacks.append(lambda _e: self._arrive(i))
+            self.env.schedule(jobs[i].arrival_s - self.env.now, self._arrive, i)
         else:
             self._arrivals_done = True
 
-    def _ticks(self, round_s: float) -> Generator[simpy.Event, None, None]:
-        env = self.env
+    def _first_tick(self, round_s: float) -> None:
+        """The round ticks' first step: the first tick is at the first arrival."""
         if self.jobs:
-            yield env.timeout(self.jobs[0].arrival_s)
+            self.env.schedule(self.jobs[0].arrival_s, self._tick, round_s)
+        else:
+            self._tick(round_s)
+
+    def _tick(self, round_s: float) -> None:
+        """A round tick: a decision point; arms the next one (past idle ticks, :meth:`_idle_ticks`)."""
+        self._trigger = True
         skip = not self.model.failures.mtbf_h  # a failure or repair is a decision point of its own
-        while True:
-            self._trigger = True
-            idle = skip and not self.runs and not self.state.pending and not self._arrivals_done
-            yield env.timeout(self._idle_ticks(round_s) if idle else round_s)
+        idle = skip and not self.runs and not self.state.pending and not self._arrivals_done
+        self.env.schedule(self._idle_ticks(round_s) if idle else round_s, self._tick, round_s)
 
     def _idle_ticks(self, round_s: float) -> float:
         """The delay to the last tick at or before the next arrival, on an idle cluster (nothing runs,
@@ -485,7 +506,7 @@ class Simulator:
         if n < 2 or t <= now:
             return round_s
         delay = t - now
-        while now + delay < t:  # env.timeout(delay) fires at now + delay: hit t exactly
+        while now + delay < t:  # an event ``delay`` from now fires at now + delay: hit t exactly
             delay = math.nextafter(delay, math.inf)
         while now + delay > t:
             delay = math.nextafter(delay, -math.inf)
@@ -505,13 +526,12 @@ class Simulator:
         changes no GPU's residents). ``incremental_toggles = False`` takes the plain steps
         instead (same floats)."""
         speed = self.speed
-        old = speed.slow_row(g)
-        speed.set_straggle(g, factor)
+        old, new = speed.toggle(g, factor)
         here = self.state.resident[g]
         if not here:
             return
         now = self.env.now
-        if not self.incremental_toggles or (self.model.completion_at_round and self._round_s):
+        if not self.incremental_toggles or (self._round_s and self.model.completion_at_round):
             for jid in here:
                 run = self.runs[jid]
                 self._settle(jid, now)
@@ -519,16 +539,21 @@ class Simulator:
                 run.worst = None
                 self._schedule_completion(jid, run, now)
             return
-        new = speed.slow_row(g)
         state, runs, done, attained, records = self.state, self.runs, self.done, self.attained, self.records
         jobs = state.jobs
         for jid in here:
             run = runs[jid]
             job = jobs[jid]
-            dt = now - run.last_t  # settle (as _settle)
+            last = run.last_t
+            dt = now - last  # settle (as _settle)
             if dt > 0:
-                work_dt = max(0.0, now - max(run.last_t, run.resume_at))
-                done[jid] = min(job.work_iters, done[jid] + work_dt / run.iter_s)
+                r = run.resume_at
+                work_dt = now - (r if r > last else last)
+                if not work_dt > 0.0:
+                    work_dt = 0.0
+                d = done[jid] + work_dt / run.iter_s
+                w = job.work_iters
+                done[jid] = d if d < w else w
                 attained[jid] += dt * job.num_gpus
                 rec = records[jid]
                 rec.gpu_seconds += dt * job.num_gpus
@@ -542,13 +567,14 @@ class Simulator:
             s = new[run.cls]
             if s >= worst:
                 worst = s
-            elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all
-                worst = speed.alone_worst(job, state.running[jid])
-                assert worst is not None  # its GPUs' residents did not change
+            elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all (residents unchanged)
+                gpus = state.running[jid].gpus
+                worst = s if len(gpus) == 1 else speed.worst_of(gpus, run.cls)
             run.worst = worst
             iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
             left = job.work_iters - done[jid]  # completion (as _schedule_completion)
-            delay = max(0.0, run.resume_at - now) + max(0.0, left) * iter_s
+            wait = run.resume_at - now
+            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * iter_s
             due = run.due = now + delay
             armed = run.armed_at
             if armed is None or armed > due:

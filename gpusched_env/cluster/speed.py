@@ -61,7 +61,7 @@ class DataParallelSpeed:
         self.spec = spec
         types = [GPUS[t] for t in topology.gpu_types]
         self.speed = np.array([types[i].speed for i in topology.gpu_type_idx])
-        self.straggle = np.ones(topology.n_gpus)
+        self._straggle: list[float] = [1.0] * topology.n_gpus  # transient straggler factor per GPU
         self._speed_l: list[float] = self.speed.tolist()
         # per GPU: (resident ids, their Sharing, the device model's outcome for them)
         self._outcome: list[tuple[tuple[int, ...], tuple[Sharing, ...], DeviceOutcome] | None] = (
@@ -73,13 +73,21 @@ class DataParallelSpeed:
         """Refresh ``_slow[g][c]`` = factor x straggle / speed for every GPU (Python lists: cheap
         scalar access)."""
         self.factors = factors
-        self._slow: list[list[float]] = (factors * self.straggle[:, None] / self.speed[:, None]).tolist()
+        straggle = np.array(self._straggle)
+        self._slow: list[list[float]] = (factors * straggle[:, None] / self.speed[:, None]).tolist()
         self._factors_l: list[list[float]] = factors.tolist()
 
     def set_straggle(self, g: int, factor: float) -> None:
-        self.straggle[g] = factor
-        st, sp = float(factor), self._speed_l[g]  # the float the array holds
-        self._slow[g] = [f * st / sp for f in self._factors_l[g]]
+        self.toggle(g, factor)
+
+    def toggle(self, g: int, factor: float) -> tuple[list[float], list[float]]:
+        """:meth:`set_straggle`, returning GPU ``g``'s slowness per class (variability x straggle /
+        speed) before and after: lists that toggles and :meth:`set_factors` replace, never change."""
+        st = self._straggle[g] = float(factor)
+        sp, slow = self._speed_l[g], self._slow
+        old = slow[g]
+        new = slow[g] = [f * st / sp for f in self._factors_l[g]]
+        return old, new
 
     def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
         if len(gpus) <= 1:
@@ -134,10 +142,17 @@ class DataParallelSpeed:
                 worst = s
         return worst
 
-    def slow_row(self, g: int) -> list[float]:
-        """GPU ``g``'s slowness per class now (variability x straggle / speed; a list that
-        :meth:`set_straggle` and :meth:`set_factors` replace, never change)."""
-        return self._slow[g]
+    def worst_of(self, gpus: tuple[int, ...], c: int) -> float:
+        """The largest slowness of class ``c`` over ``gpus``: the value :meth:`alone_worst` returns
+        for a job alone on each of them (while their residents stay the same), without looking at
+        the residents."""
+        slow = self._slow
+        worst = -math.inf
+        for g in gpus:
+            s = slow[g][c]
+            if s > worst:
+                worst = s
+        return worst
 
     def slowness(self, job: Job, g: int) -> float:
         """Time multiplier of ``job`` on GPU ``g`` against the reference GPU (see module docstring)."""
@@ -146,7 +161,7 @@ class DataParallelSpeed:
         if len(here) == 1 and not self.state.running[job.job_id].sharing.is_mps:
             return self._slow[g][c]
         sd = self.outcome(g).tenants[here.index(job.job_id)].slowdown
-        return float(self.factors[g, c] * self.straggle[g] * sd / self.speed[g])
+        return float(self.factors[g, c] * self._straggle[g] * sd / self.speed[g])
 
     def _pipeline_iter_s(self, job: Job, spec: PipelineSpec, alloc: Allocation) -> float:
         gpus = alloc.gpus
