@@ -44,15 +44,12 @@ def node_slices(idx: np.ndarray, node_first: np.ndarray) -> np.ndarray:
 
 def packed_gpus(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet | None:
     """Packed placement (CALIBRATION.md definition) over the eligible mask; None if < n eligible."""
-    if n == 1:  # the node with the fewest eligible GPUs (1 = "exactly N"), lowest ids on ties
-        counts = np.add.reduceat(eligible.view(np.uint8), node_first[:-1])  # per node (unsigned)
-        m = (counts - 1).argmin()  # the fewest but not none: a node with none wraps to the top
-        if not counts[m]:
-            return None
-        return (eligible.tobytes().find(1, node_first[m]),)  # the node's lowest eligible GPU
     idx = np.flatnonzero(eligible)
     if idx.size < n:
         return None
+    if n == 1:  # the node with the fewest eligible GPUs (1 = "exactly N"), lowest ids on ties
+        nodes = np.searchsorted(node_first, idx, side="right") - 1
+        return (int(idx[np.argmin(np.bincount(nodes)[nodes])]),)
     pos = node_slices(idx, node_first)
     counts = np.diff(pos)
     exact = np.flatnonzero(counts == n)

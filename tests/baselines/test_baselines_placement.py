@@ -143,33 +143,3 @@ def test_pal_placement_memo_follows_mask_and_factors():
     sd2 = np.full((12, 4), 1.2)
     sd2[8:, 0] = 1.0
     assert pal.place(j, PlacementContext(make_view(s, slowdown=sd2), np.ones(12, dtype=bool))) == (8, 9)
-
-
-def _packed_one_plain(eligible: np.ndarray, node_first: np.ndarray) -> tuple[int, ...] | None:
-    """Packed placement of one GPU written out plainly: the node with the fewest eligible GPUs
-    (at least one), lowest node id on ties, its lowest eligible GPU."""
-    bounds = node_first.tolist()  # node k: GPUs bounds[k] to bounds[k + 1] - 1
-    best: tuple[int, int] | None = None  # (count, node)
-    for k in range(len(bounds) - 1):
-        c = int(eligible[bounds[k] : bounds[k + 1]].sum())
-        if c and (best is None or c < best[0]):
-            best = (c, k)
-    if best is None:
-        return None
-    k = best[1]
-    return (bounds[k] + int(np.argmax(eligible[bounds[k] : bounds[k + 1]])),)
-
-
-def test_packed_one_gpu_equals_the_plain_rule_on_random_layouts():
-    """The one-GPU case (per-node counts in one reduction) against the rule written out plainly, on
-    nodes of 1-9 GPUs with some empty and some full; and a toy by hand."""
-    assert packed_gpus(free_mask([1, 2, 5, 6, 9, 10, 11]), 1, FIRST_4x4) == (1,)  # 2, 2, 3, 0: node 0
-    assert packed_gpus(free_mask([3, 5, 6, 13]), 1, FIRST_4x4) == (3,)  # 1, 2, 0, 1: node 0 first
-    assert packed_gpus(free_mask([4, 5, 6, 9, 10, 15]), 1, FIRST_4x4) == (15,)  # 0, 3, 2, 1: node 3
-    assert packed_gpus(free_mask([]), 1, FIRST_4x4) is None
-    rng = np.random.default_rng(33)
-    for _ in range(2000):
-        sizes = rng.integers(1, 10, size=int(rng.integers(1, 20)))
-        node_first = np.concatenate([[0], np.cumsum(sizes)])
-        eligible = rng.random(int(sizes.sum())) < rng.random()
-        assert packed_gpus(eligible, 1, node_first) == _packed_one_plain(eligible, node_first)
