@@ -41,7 +41,7 @@ from gpusched_env.envs.kernels import (
     SLOT_FEATURES,
     fill_observation,
 )
-from gpusched_env.envs.options import OptionSet, WorkingState
+from gpusched_env.envs.options import SCALAR_GPUS, OptionSet, WorkingState
 from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
@@ -428,9 +428,12 @@ class DecisionBuilder:
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
         free = ws.ctx.free
-        for g in gpus:
-            if free[g]:
-                self._n_free -= 1
+        if len(gpus) > SCALAR_GPUS:
+            self._n_free -= int(np.count_nonzero(free[list(gpus)]))
+        else:
+            for g in gpus:
+                if free[g]:
+                    self._n_free -= 1
         ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
