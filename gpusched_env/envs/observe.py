@@ -371,21 +371,32 @@ class DecisionBuilder:
         return self._fit
 
     def _fit_codes(self) -> bytes:
-        """Per window slot: 1 if an exclusive option fits, + 2 if a shared one does."""
-        if self._codes is None:
-            ex, sh = self._fits()
-            self._codes = bytes([e + 2 * s for e, s in zip(ex, sh, strict=True)])
-        return self._codes
+        """Per window slot: 1 if an exclusive option fits, + 2 if a shared one does. When fitting
+        is a GPU count alone (no job constrains its GPUs, and the cluster is exclusive or no option
+        shares) the codes come straight from the counts, else from :meth:`_fits`."""
+        codes = self._codes
+        if codes is None:
+            if self._simple and (not self._need_sh or self.view.max_jobs_per_gpu == 1):
+                # both tests are "GPUs <= free GPUs" (see _fits)
+                fit, n_free, gpus_l = (3 if self._need_sh else 1), self._n_free, self.cache.gpus_l
+                codes = bytes([fit if gpus_l[i] <= n_free else 0 for i in self._win_ids])
+            else:
+                ex, sh = self._fits()
+                codes = bytes([e + 2 * s for e, s in zip(ex, sh, strict=True)])
+            self._codes = codes
+        return codes
 
     def any_valid(self) -> bool:
         """Whether some start is valid now (the mask without "done" has a True)."""
-        if self._valid is None:
-            ex, sh = self._fits()
-            if not self._need_sh:
-                self._valid = any(ex)
-            else:
-                self._valid = bool((self.options.any_exclusive and any(ex)) or any(sh))
-        return self._valid
+        valid = self._valid
+        if valid is None:
+            codes = self._fit_codes()
+            if not self._need_sh or self.options.any_exclusive:  # some slot fits some option
+                valid = any(codes)
+            else:  # only shared options: some slot fits a shared one
+                valid = 2 in codes or 3 in codes
+            self._valid = valid
+        return valid
 
     # -- observation -------------------------------------------------------------------------
     def observe(self) -> np.ndarray:
