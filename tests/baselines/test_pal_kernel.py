@@ -10,7 +10,7 @@ from bl_helpers import job, make_view
 
 from gpusched.baselines.pal import ClassFactors, ClusterFactors, LVEntry, PALPlacement
 from gpusched.baselines.pal_kernel import pal_place_k, pm_first_k
-from gpusched.baselines.placement import pm_first_gpus
+from gpusched.baselines.placement import PMFirstPlacement, pm_first_gpus
 from gpusched_env.allocation import ClusterState
 from gpusched_env.placement import GpuSet, PlacementContext
 from gpusched_env.topology import NodeGroup, Topology
@@ -157,3 +157,29 @@ def test_pal_batch_matches_one_at_a_time(seed):
                 assert pal.place(j, one_ctx) == g
                 if g is not None:
                     one_ctx.take(g)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_pm_first_placement_compiled_equals_numpy(seed):
+    """PMFirstPlacement.place (the compiled PM-First on per-class level rows, remembered per levels
+    array) picks what pm_first_gpus picks, on random clusters, levels, free masks and sizes; levels
+    that are not non-negative integers take the numpy rule."""
+    rng = np.random.default_rng(200 + seed)
+    for _ in range(30):
+        topo, classes = _random_case(rng)
+        levels = _factors(classes).levels
+        node = topo.gpu_node
+        placement = PMFirstPlacement(lambda view, lv=levels: lv)
+        for _ in range(6):
+            free = rng.random(topo.n_gpus) < rng.random()
+            ctx = _ctx(topo, free)
+            cand = np.flatnonzero(free)
+            for c in range(4):
+                for n in range(1, topo.n_gpus + 2):
+                    want = pm_first_gpus(cand, n, levels[:, c], node)
+                    assert placement.place(job(0, n, cls="ABCD"[c]), ctx) == want, (seed, n, c, free)
+        assert placement._rows is not None and placement._rows[2] is not None  # the compiled path ran
+    shifted = PMFirstPlacement(lambda view: levels - 1)  # a negative level: the numpy rule and its error
+    with pytest.raises(ValueError, match="negative"):
+        shifted.place(job(0, 1), _ctx(topo, np.ones(topo.n_gpus, dtype=bool)))
+    assert shifted._rows is not None and shifted._rows[2] is None
