@@ -43,7 +43,21 @@ def node_slices(idx: np.ndarray, node_first: np.ndarray) -> np.ndarray:
 
 
 def packed_gpus(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet | None:
-    """Packed placement (CALIBRATION.md definition) over the eligible mask; None if < n eligible."""
+    """Packed placement (CALIBRATION.md definition) over the eligible mask; None if < n eligible.
+    One compiled call (:func:`gpusched.baselines.placement_kernel.packed_k`) when ``node_first``
+    spans the mask's GPUs (0 .. its size), else :func:`packed_gpus_numpy`: the same GPUs."""
+    size = eligible.size
+    if eligible.dtype != np.bool_ or node_first.size < 2 or node_first[0] != 0 or node_first[-1] != size:
+        return packed_gpus_numpy(eligible, n, node_first)
+    from gpusched.baselines.placement_kernel import packed_k  # numba: loaded by the first placement
+
+    out = np.empty(max(n, 0), dtype=np.int64)
+    got = packed_k(eligible, n, node_first, out)
+    return None if got < 0 else tuple(out.tolist())
+
+
+def packed_gpus_numpy(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet | None:
+    """The packed placement in numpy: the definition the compiled call transcribes."""
     idx = np.flatnonzero(eligible)
     if idx.size < n:
         return None

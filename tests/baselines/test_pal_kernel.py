@@ -1,6 +1,7 @@
 """The compiled PAL placement (gpusched.baselines.pal_kernel) picks the GPUs of its numpy definition
 (PALPlacement.reference_place, pm_first_gpus): hand-made cases and random clusters, factors and
-free masks, one job at a time and as a round's batch."""
+free masks, one job at a time and as a round's batch; so do PMFirstPlacement and the compiled packed
+placement (gpusched.baselines.placement_kernel, against packed_gpus_numpy)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from bl_helpers import job, make_view
 
 from gpusched.baselines.pal import ClassFactors, ClusterFactors, LVEntry, PALPlacement
 from gpusched.baselines.pal_kernel import pal_place_k, pm_first_k
-from gpusched.baselines.placement import PMFirstPlacement, pm_first_gpus
+from gpusched.baselines.placement import PMFirstPlacement, packed_gpus, packed_gpus_numpy, pm_first_gpus
 from gpusched_env.allocation import ClusterState
 from gpusched_env.placement import GpuSet, PlacementContext
 from gpusched_env.topology import NodeGroup, Topology
@@ -165,7 +166,7 @@ def test_pm_first_placement_compiled_equals_numpy(seed):
     array) picks what pm_first_gpus picks, on random clusters, levels, free masks and sizes; levels
     that are not non-negative integers take the numpy rule."""
     rng = np.random.default_rng(200 + seed)
-    for _ in range(30):
+    for _ in range(15):
         topo, classes = _random_case(rng)
         levels = _factors(classes).levels
         node = topo.gpu_node
@@ -183,3 +184,27 @@ def test_pm_first_placement_compiled_equals_numpy(seed):
     with pytest.raises(ValueError, match="negative"):
         shifted.place(job(0, 1), _ctx(topo, np.ones(topo.n_gpus, dtype=bool)))
     assert shifted._rows is not None and shifted._rows[2] is None
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_packed_compiled_equals_numpy(seed):
+    """packed_gpus (one compiled call) picks what packed_gpus_numpy picks, on random clusters, free
+    masks and sizes (every branch: exactly n, the fewest above n, spread, too few)."""
+    rng = np.random.default_rng(300 + seed)
+    branches = set()
+    for _ in range(60):
+        topo, _ = _random_case(rng)
+        first = topo.node_first_gpu
+        for _ in range(6):
+            free = rng.random(topo.n_gpus) < rng.random()
+            counts = np.diff(np.searchsorted(np.flatnonzero(free), first))
+            for n in range(0, topo.n_gpus + 2):
+                want = packed_gpus_numpy(free, n, first)
+                assert packed_gpus(free, n, first) == want, (seed, n, free, first)
+                if n and want is not None:
+                    branches.add("exact" if (counts == n).any() else "fewest" if (counts > n).any() else "spread")
+                elif n:
+                    branches.add("none")
+    assert branches == {"exact", "fewest", "spread", "none"}
+    first = np.array([0, 2, 4])  # a layout that does not span the mask: the numpy rule
+    assert packed_gpus(np.ones(5, dtype=bool), 5, first) == packed_gpus_numpy(np.ones(5, dtype=bool), 5, first)
