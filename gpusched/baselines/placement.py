@@ -197,7 +197,7 @@ class PMFirstPlacement:
     def place(self, job: Job, ctx: PlacementContext) -> GpuSet | None:
         levels = self.levels_of(ctx.view)
         by_class, n_levels, n_nodes, gpu_node = self._level_rows(levels, ctx.gpu_node)
-        cand = np.flatnonzero(ctx.eligible(job))
+        cand = ctx.eligible(job).nonzero()[0]  # = np.flatnonzero (1-D), one C call
         n = job.num_gpus
         if by_class is None:
             return pm_first_gpus(cand, n, levels[:, job.class_index], ctx.gpu_node)

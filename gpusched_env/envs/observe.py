@@ -41,7 +41,7 @@ from gpusched_env.envs.kernels import (
     SLOT_FEATURES,
     fill_observation,
 )
-from gpusched_env.envs.options import SCALAR_GPUS, OptionSet, WorkingState
+from gpusched_env.envs.options import OptionSet, WorkingState
 from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
@@ -438,14 +438,7 @@ class DecisionBuilder:
         gpus = self.options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
-        free = ws.ctx.free
-        if len(gpus) > SCALAR_GPUS:
-            self._n_free -= int(np.count_nonzero(free[list(gpus)]))
-        else:
-            for g in gpus:
-                if free[g]:
-                    self._n_free -= 1
-        ws.take(job, gpus)
+        self._n_free -= ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
         self._gone.add(job.job_id)

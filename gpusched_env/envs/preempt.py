@@ -160,12 +160,7 @@ class PreemptBuilder:
                 self._n_free += 1
 
     def _take(self, job: Job, gpus: tuple[int, ...]) -> None:
-        ws = self.ws
-        free = ws.ctx.free
-        for g in gpus:
-            if free[g]:
-                self._n_free -= 1
-        ws.take(job, gpus)
+        self._n_free -= self.ws.take(job, gpus)
 
     # -- window ------------------------------------------------------------------------------
     def _candidates(self) -> list[Job]:

@@ -100,13 +100,12 @@ def test_least_interference_by_hand():
 def test_take_many_gpus_equals_scalar_updates():
     ws, _ = _toy_state()
     n = SCALAR_GPUS + 1
-    assert n <= 5
     big = Job(9, 0.0, n, 10.0, "resnet50", "A", 2.5)
-    ws.take(big, tuple(range(1, 1 + n)))  # fancy indexing
+    assert ws.take(big, tuple(range(1, 1 + n))) == n - 1  # fancy indexing; GPU 1 was not free
     small = Job(10, 0.0, 1, 10.0, "resnet50", "A", 1.5)
-    ws.take(small, (0,))  # one scalar
-    want_res = [2, 3] + [1] * (n - 1) + [0] * (5 - n)
-    want_mem = [9.5, 30.5] + [2.5] * (n - 1) + [0.0] * (5 - n)
-    assert ws.n_res.tolist() == want_res
-    assert ws.mem_used.tolist() == want_mem
-    assert ws.ctx.free.tolist() == [False] * (1 + n) + [True] * (5 - n)
+    assert ws.take(small, (0,)) == 0  # one scalar; GPU 0 was not free
+    assert ws.take(small, (5,)) == 0  # taken by the big job just before
+    assert n == 5  # the hand-computed state below
+    assert ws.n_res.tolist() == [2, 3, 1, 1, 1, 2]
+    assert ws.mem_used.tolist() == [9.5, 30.5, 2.5, 2.5, 2.5, 4.0]
+    assert ws.ctx.free.tolist() == [False] * 6
