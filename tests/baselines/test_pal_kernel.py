@@ -208,3 +208,26 @@ def test_packed_compiled_equals_numpy(seed):
     assert branches == {"exact", "fewest", "spread", "none"}
     first = np.array([0, 2, 4])  # a layout that does not span the mask: the numpy rule
     assert packed_gpus(np.ones(5, dtype=bool), 5, first) == packed_gpus_numpy(np.ones(5, dtype=bool), 5, first)
+
+
+def test_cluster_factors_share_one_clustering_across_penalties(monkeypatch):
+    """Two locality penalties on one profile cluster it once (per class) and give what clustering
+    afresh with each penalty gives (levels, factors, L x V order)."""
+    from gpusched.baselines import pal
+
+    rng = np.random.default_rng(7)
+    s = 1.0 + 0.3 * rng.random((12, 4))
+    monkeypatch.setattr(pal, "_CACHE", {})
+    monkeypatch.setattr(pal, "_SF_CACHE", {})
+    real, calls = pal._cluster_sf, []
+    monkeypatch.setattr(pal, "_cluster_sf", lambda *a: calls.append(a) or real(*a))
+    first = pal.cluster_factors(s, k1=2, lf=1.7)
+    second = pal.cluster_factors(s, k1=2, lf=1.1)
+    assert len(calls) == 4  # one clustering per class for both
+    for got, lf in ((first, 1.7), (second, 1.1)):
+        for c in range(4):
+            fresh = pal._cluster_one(s[:, c], 2, 3.0, lf)
+            cf = got.classes[c]
+            assert cf.lv_order == fresh.lv_order and cf.level.tolist() == fresh.level.tolist()
+            assert cf.sf.tolist() == fresh.sf.tolist() and cf.values.tolist() == fresh.values.tolist()
+    assert first.classes[0].lv_order != second.classes[0].lv_order or first.classes[0].values.size == 1
