@@ -333,10 +333,32 @@ class DecisionBuilder:
         if codes:
             body = self.options.mask_body(codes)
             buf[: len(body)] = body
-        buf[-1] = bool(self.decisions or self.view.running or not self.any_valid())
+        buf[-1] = self._done_valid()
         m = np.frombuffer(buf, dtype=np.bool_)
         self._mask = m
         return m
+
+    def take_mask(self) -> np.ndarray:
+        """:meth:`mask`, handed over: the caller owns the array (no copy; a later call before the
+        next action builds a new one)."""
+        m = self.mask()
+        self._mask = None
+        return m
+
+    def _done_valid(self) -> bool:
+        """The mask's last entry: "done" is valid unless the cluster would sit idle."""
+        return bool(self.decisions or self.view.running or not self.any_valid())
+
+    def valid(self, action: int) -> bool:
+        """``mask()[action]`` without building the mask: a slot's fit code has the option's bit
+        (1: exclusive options, 2: shared ones); "done" by :meth:`_done_valid`."""
+        if action == self.done_action:
+            return self._done_valid()
+        if not 0 <= action < self.done_action:
+            return False
+        slot, opt = divmod(action, self.n_opts)
+        codes = self._fit_codes()
+        return slot < len(codes) and bool(codes[slot] & self.options.fit_bits[opt])
 
     def _fits(self) -> tuple[list[bool], list[bool]]:
         """(fits an exclusive option, fits ``least_interference``) per window slot."""
@@ -421,6 +443,13 @@ class DecisionBuilder:
         self._obs = obs
         return obs
 
+    def take_observation(self) -> np.ndarray:
+        """:meth:`observe`, handed over: the caller owns the array (no copy; a later call before
+        the next action computes a new one)."""
+        obs = self.observe()
+        self._obs = None
+        return obs
+
     # -- actions -----------------------------------------------------------------------------
     def decode(self, action: int) -> tuple[int, int] | None:
         """(slot, option) of a placement action, or None for "done"."""
@@ -430,9 +459,10 @@ class DecisionBuilder:
 
     def act(self, action: int) -> Start | None:
         """Apply a valid placement action to the working state; None if it is not valid now."""
-        if not 0 <= action < self.done_action or not self.mask()[action]:
+        action = int(action)
+        if action == self.done_action or not self.valid(action):
             return None
-        slot, opt = divmod(int(action), self.n_opts)
+        slot, opt = divmod(action, self.n_opts)
         job = self.view.job(self._win_ids[slot])
         ws = self.ws
         gpus = self.options.place(opt, job, ws)

@@ -277,6 +277,7 @@ class OptionSet:
         self.all_exclusive = bool(self.exclusive.all())
         self.any_exclusive = bool(self.exclusive.any())
         excl = self.exclusive.tolist()
+        self.fit_bits: tuple[int, ...] = tuple(1 if x else 2 for x in excl)  # the fit-code bit of each option
         self.mask_rows: dict[tuple[bool, bool], bytes] = {  # one window slot's mask entries, by
             (e, s): bytes([e if x else s for x in excl]) for e in (False, True) for s in (False, True)
         }  # (fits an exclusive option, fits a shared one)

@@ -257,6 +257,14 @@ class PreemptBuilder:
         """Whether some action other than "done" is valid now."""
         return bool(self.mask()[:-1].any())
 
+    def take_mask(self) -> np.ndarray:
+        """A copy of :meth:`mask` (the builder keeps its own: its validity reads it)."""
+        return self.mask().copy()
+
+    def valid(self, action: int) -> bool:
+        """``mask()[action]``."""
+        return 0 <= action < self.n_actions and bool(self.mask()[action])
+
     # -- observation -------------------------------------------------------------------------
     def observe(self) -> np.ndarray:
         """The observation (module docstring), cached until the next action."""
@@ -327,6 +335,13 @@ class PreemptBuilder:
         np.nan_to_num(obs, copy=False, nan=0.0)
         np.clip(obs, OBS_LOW, OBS_HIGH, out=obs)
         self._obs = obs
+        return obs
+
+    def take_observation(self) -> np.ndarray:
+        """:meth:`observe`, handed over: the caller owns the array (no copy; a later call before
+        the next action computes a new one)."""
+        obs = self.observe()
+        self._obs = None
         return obs
 
     # -- actions -----------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 - ``least_interference`` as one compiled call equals its numpy rule (``least_interference_numpy``)
   along random rollouts on a shared and an exclusive cluster, and on a toy cluster by hand (ties,
   memory, GPU type, NaN: the numpy rule);
-- a start on many GPUs updates the working state by fancy indexing as one scalar at a time does.
+- ``DecisionBuilder.valid(a)`` (from the window's fit codes) is ``mask()[a]``;
+- a start on many GPUs updates the working state by fancy indexing as one scalar at a time does;
+- each step's observation and mask are new arrays the caller owns (handed over, not copied).
 
 ``tests/envs/env_digest.py`` compares whole rollouts between two commits.
 """
@@ -35,7 +37,7 @@ def _all_at_t0(name: str):
 
 
 @pytest.mark.parametrize("scenario", ["eaco_node", "synthetic_small"])
-def test_least_interference_kernel_equals_numpy_along_rollouts(scenario):
+def test_least_interference_and_valid_equal_their_plain_forms_along_rollouts(scenario):
     scn = _all_at_t0(scenario) if scenario == "eaco_node" else scenario
     env = gym.make("gpusched/Cluster-v0", scenario=scn)
     u = env.unwrapped
@@ -51,6 +53,9 @@ def test_least_interference_kernel_equals_numpy_along_rollouts(scenario):
                 got = _least_interference(job, b.ws)
                 assert got == least_interference_numpy(job, b.ws)
                 placed += got is not None
+            mask = b.mask().tolist()  # valid(a) is the mask's entry, without the mask
+            assert [b.valid(a) for a in range(-1, len(mask) + 1)] == [False, *mask, False]
+            assert info["action_mask"].tolist() == mask and info["action_mask"] is not b.mask()
         valid = np.flatnonzero(info["action_mask"])
         _, _, term, trunc, info = env.step(int(valid[int(rng.random() * valid.size)]))
         if term or trunc:
@@ -109,3 +114,27 @@ def test_take_many_gpus_equals_scalar_updates():
     assert ws.n_res.tolist() == [2, 3, 1, 1, 1, 2]
     assert ws.mem_used.tolist() == [9.5, 30.5, 2.5, 2.5, 2.5, 4.0]
     assert ws.ctx.free.tolist() == [False] * 6
+
+
+@pytest.mark.parametrize("env_id", ["gpusched/Cluster-v0", "gpusched/Cluster-v1"])
+def test_step_observations_are_the_callers_own(env_id):
+    """Each step's observation is a new array (no copy of a cached one): an invalid action (no
+    change) gives equal numbers in another array, and changing an array a step returned changes
+    nothing the env returns later."""
+    env = gym.make(env_id, scenario="synthetic_small")
+    obs0, info = env.reset(seed=1)
+    keep = obs0.copy()
+    invalid = np.flatnonzero(~info["action_mask"])
+    assert invalid.size
+    obs0[:] = -7.0  # the caller's array: the env does not see it
+    obs1, reward, *_ = env.step(int(invalid[0]))
+    assert reward == -1.0 and obs1 is not obs0 and obs1.tolist() == keep.tolist()
+    obs1[:] = -7.0
+    obs2, *_ = env.step(int(invalid[0]))
+    assert obs2 is not obs1 and obs2.tolist() == keep.tolist()
+    b = env.unwrapped.builder
+    assert b.observe() is not obs2 and b.observe().tolist() == keep.tolist()
+    _, _, _, _, info = env.step(int(invalid[0]))
+    want = info["action_mask"].tolist()
+    info["action_mask"][:] = False  # the caller's array: the env's mask stays
+    assert env.unwrapped.action_masks().tolist() == want and any(want)
