@@ -194,10 +194,11 @@ def _least_interference(job: Job, ws: WorkingState) -> GpuSet | None:
         allowed = ws.ctx.type_mask(job.gpu_type)
     else:
         size = ws.n_res.size
-        allowed = _EVERY_GPU.get(size)
-        if allowed is None:
-            allowed = _EVERY_GPU[size] = np.ones(size, dtype=bool)
-            allowed.flags.writeable = False
+        every = _EVERY_GPU.get(size)
+        if every is None:
+            every = _EVERY_GPU[size] = np.ones(size, dtype=bool)
+            every.flags.writeable = False
+        allowed = every
     out = np.empty(n, dtype=np.int64)
     got = least_interference_k(ws.up, ws.n_res, ws.max_jobs, ws.mem_used, float(job.mem_gb), ws.mem_cap, allowed,
                                ws.util, ws.slowdown, job.class_index, n, out)
