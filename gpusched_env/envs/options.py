@@ -124,8 +124,10 @@ class WorkingState:
     def take(self, job: Job, gpus: GpuSet) -> int:
         """Start ``job`` on ``gpus`` in the working state; return how many of them were free."""
         free, n_res, mem_used, mem = self.ctx.free, self.n_res, self.mem_used, job.mem_gb
-        if len(gpus) > SCALAR_GPUS:  # one fancy-indexed update per array (the GPU ids are distinct)
-            idx = np.array(gpus, dtype=np.intp)
+        n = len(gpus)
+        if n > SCALAR_GPUS:  # one update per array: a slice when the (distinct) ids are a range
+            lo = min(gpus)
+            idx: slice | np.ndarray = slice(lo, lo + n) if max(gpus) - lo + 1 == n else np.array(gpus, dtype=np.intp)
             was_free = int(np.count_nonzero(free[idx]))
             free[idx] = False
             n_res[idx] += 1
