@@ -3,8 +3,10 @@ thirty small numpy operations, which cost more in call overhead than in arithmet
 
 Plain loops over GPUs, nodes and window slots. The features are defined in the docstring of
 :mod:`gpusched_env.envs.observe`; ``tests/envs/test_observation_kernel.py`` checks this code against
-a plain numpy transcription of that definition. Compiled code is cached on disk (``cache=True``):
-the first run on a machine compiles for about a second, later runs load it.
+a plain numpy transcription of that definition. :func:`least_interference_k` is the
+``least_interference`` placement option in one call (``tests/envs/test_env_step_paths.py`` checks it
+against the numpy rule in :mod:`gpusched_env.envs.options`). Compiled code is cached on disk
+(``cache=True``): the first run on a machine compiles for about a second, later runs load it.
 """
 
 from __future__ import annotations
