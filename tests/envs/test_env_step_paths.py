@@ -103,19 +103,22 @@ def test_least_interference_by_hand():
 
 
 def test_take_many_gpus_equals_scalar_updates():
-    ws, _ = _toy_state()
+    ws, _ = _toy_state()  # n_res [1, 2, 0, 0, 0, 0], mem_used [8, 28, 0, 0, 0, 0], GPUs 0 and 1 not free
     n = SCALAR_GPUS + 1
+    assert n == 5  # the hand-computed states below
     big = Job(9, 0.0, n, 10.0, "resnet50", "A", 2.5)
-    assert ws.take(big, tuple(range(1, 1 + n))) == n - 1  # a slice (a range of ids); GPU 1 was not free
+    assert ws.take(big, (0, 1, 2, 3, 4)) == 3  # a slice (a range of ids); GPUs 0 and 1 were not free
+    assert ws.n_res.tolist() == [2, 3, 1, 1, 1, 0]
+    assert ws.mem_used.tolist() == [10.5, 30.5, 2.5, 2.5, 2.5, 0.0]
+    assert ws.ctx.free.tolist() == [False] * 5 + [True]
     small = Job(10, 0.0, 1, 10.0, "resnet50", "A", 1.5)
-    assert ws.take(small, (0,)) == 0  # one scalar; GPU 0 was not free
-    assert ws.take(small, (5,)) == 0  # taken by the big job just before
-    assert n == 5  # the hand-computed state below
-    assert ws.n_res.tolist() == [2, 3, 1, 1, 1, 2]
-    assert ws.mem_used.tolist() == [9.5, 30.5, 2.5, 2.5, 2.5, 4.0]
+    assert ws.take(small, (5,)) == 1  # one scalar
+    assert ws.take(small, (0,)) == 0
+    assert ws.n_res.tolist() == [3, 3, 1, 1, 1, 1]
+    assert ws.mem_used.tolist() == [12.0, 30.5, 2.5, 2.5, 2.5, 1.5]
     assert ws.ctx.free.tolist() == [False] * 6
     ws, _ = _toy_state()  # the same start on ids that are not a range: fancy indexing
-    assert ws.take(big, (0, 1, 2, 3, 5)) == 3  # GPUs 0 and 1 were not free
+    assert ws.take(big, (0, 1, 2, 3, 5)) == 3
     assert ws.n_res.tolist() == [2, 3, 1, 1, 0, 1]
     assert ws.mem_used.tolist() == [10.5, 30.5, 2.5, 2.5, 0.0, 2.5]
     assert ws.ctx.free.tolist() == [False, False, False, False, True, False]
