@@ -55,7 +55,7 @@ def run(scenario: str, episodes: int, seed: int, model_path: str | None = None,
         while not over:
             mask = info["action_mask"]
             if model is None:
-                valid = np.flatnonzero(mask)
+                valid = mask.nonzero()[0]  # = np.flatnonzero(mask), one C call (the mask is 1-D)
                 a = int(valid[int(rng.random() * valid.size)])
             else:
                 assert u.builder is not None

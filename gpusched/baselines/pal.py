@@ -123,6 +123,12 @@ def _silhouette_k1(x: np.ndarray, k_max: int = 10) -> int:
 
 
 def _cluster_one(x: np.ndarray, k1: int | None, sigma: float, lf: float) -> ClassFactors:
+    sf, level, values, k1_used, n_out = _cluster_sf(x, k1, sigma)
+    return _with_lv_order(sf, level, values, k1_used, n_out, lf)
+
+
+def _cluster_sf(x: np.ndarray, k1: int | None, sigma: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """The clustering of one class (no locality penalty): (sf, level, values, k1 used, outliers)."""
     from sklearn.cluster import KMeans
 
     x = np.asarray(x, dtype=np.float64)
@@ -145,14 +151,24 @@ def _cluster_one(x: np.ndarray, k1: int | None, sigma: float, lf: float) -> Clas
         centers = km.cluster_centers_[:, 0]
         sf = centers[labels] / float(np.median(centers))
     values, level = np.unique(sf, return_inverse=True)
+    return sf, level.astype(np.int64), values, k1_used, n_out
+
+
+def _with_lv_order(
+    sf: np.ndarray, level: np.ndarray, values: np.ndarray, k1_used: int, n_out: int, lf: float
+) -> ClassFactors:
+    """One class's factors with its L x V order for the locality penalty ``lf``."""
     entries = [LVEntry(i, float(s), True, float(s)) for i, s in enumerate(values)]
     entries += [LVEntry(i, float(s), False, float(s) * lf) for i, s in enumerate(values)]
     entries.sort(key=lambda e: (e.product, e.sf, not e.within))
-    return ClassFactors(sf, level.astype(np.int64), values, k1_used, n_out, tuple(entries))
+    return ClassFactors(sf, level, values, k1_used, n_out, tuple(entries))
 
 
 _CACHE: dict[tuple[object, ...], ClusterFactors] = {}
 _CACHE_MAX = 32
+_SF_CACHE: dict[tuple[object, ...], tuple[tuple[np.ndarray, np.ndarray, np.ndarray, int, int], ...]] = {}
+"""The clustering by profile, ``k1`` and ``sigma`` (the locality penalty only orders the L x V
+entries: PAL and PM-First, which plan with different penalties, share one clustering)."""
 
 
 def cluster_factors(
@@ -172,8 +188,15 @@ def cluster_factors(
         raise ValueError(f"slowdown must be (n_gpus, {len(PERF_CLASSES)}), got {a.shape}")
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(1):  # tiny 1-D problems: thread start-up costs more than the work
-        classes = tuple(_cluster_one(a[:, c], k1, sigma, lfs[c]) for c in range(len(PERF_CLASSES)))
+    sf_key = key[:4]
+    per_class = _SF_CACHE.get(sf_key)
+    if per_class is None:
+        with threadpool_limits(1):  # tiny 1-D problems: thread start-up costs more than the work
+            per_class = tuple(_cluster_sf(a[:, c], k1, sigma) for c in range(len(PERF_CLASSES)))
+        if len(_SF_CACHE) >= _CACHE_MAX:
+            _SF_CACHE.pop(next(iter(_SF_CACHE)))
+        _SF_CACHE[sf_key] = per_class
+    classes = tuple(_with_lv_order(*per_class[c], lfs[c]) for c in range(len(PERF_CLASSES)))
     out = ClusterFactors(classes, np.stack([cf.level for cf in classes], axis=1))
     if len(_CACHE) >= _CACHE_MAX:
         _CACHE.pop(next(iter(_CACHE)))

@@ -43,7 +43,21 @@ def node_slices(idx: np.ndarray, node_first: np.ndarray) -> np.ndarray:
 
 
 def packed_gpus(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet | None:
-    """Packed placement (CALIBRATION.md definition) over the eligible mask; None if < n eligible."""
+    """Packed placement (CALIBRATION.md definition) over the eligible mask; None if < n eligible.
+    One compiled call (:func:`gpusched.baselines.placement_kernel.packed_k`) when ``node_first``
+    spans the mask's GPUs (0 .. its size), else :func:`packed_gpus_numpy`: the same GPUs."""
+    size = eligible.size
+    if eligible.dtype != np.bool_ or node_first.size < 2 or node_first[0] != 0 or node_first[-1] != size:
+        return packed_gpus_numpy(eligible, n, node_first)
+    from gpusched.baselines.placement_kernel import packed_k  # numba: loaded by the first placement
+
+    out = np.empty(max(n, 0), dtype=np.int64)
+    got = packed_k(eligible, n, node_first, out)
+    return None if got < 0 else tuple(out.tolist())
+
+
+def packed_gpus_numpy(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet | None:
+    """The packed placement in numpy: the definition the compiled call transcribes."""
     idx = np.flatnonzero(eligible)
     if idx.size < n:
         return None
@@ -155,14 +169,42 @@ def pm_first_gpus(cand: np.ndarray, n: int, level: np.ndarray, gpu_node: np.ndar
 
 
 class PMFirstPlacement:
-    """PM-First with per-class slowdown levels from ``levels_of(view)`` -> (n_gpus, 4) int array."""
+    """PM-First with per-class slowdown levels from ``levels_of(view)`` -> (n_gpus, 4) int array.
+
+    :meth:`place` runs the compiled transcription of :func:`pm_first_gpus`
+    (:func:`gpusched.baselines.pal_kernel.pm_first_k`, the same GPUs: integer comparisons only) on
+    the levels as per-class contiguous rows, made once per levels array (``levels_of`` returns the
+    same array while the factors stay the same; the array is not changed in place)."""
 
     deterministic = True
 
     def __init__(self, levels_of: Callable[[ClusterView], np.ndarray]) -> None:
         self.levels_of = levels_of
+        # (levels, gpu_node) the rows were made from; levels by class (4, n_gpus) int64 or None
+        # (not non-negative integers: the numpy rule), number of levels, nodes, gpu_node as int64
+        self._rows: tuple[np.ndarray, np.ndarray, np.ndarray | None, int, int, np.ndarray] | None = None
+
+    def _level_rows(self, levels: np.ndarray, gpu_node: np.ndarray) -> tuple[np.ndarray | None, int, int, np.ndarray]:
+        rows = self._rows
+        if rows is None or rows[0] is not levels or rows[1] is not gpu_node:
+            ok = levels.dtype.kind in "iu" and levels.size > 0 and int(levels.min()) >= 0
+            by_class = np.ascontiguousarray(levels.T, dtype=np.int64) if ok else None
+            n_levels = int(levels.max()) + 1 if ok else 0
+            rows = self._rows = (levels, gpu_node, by_class, n_levels, int(gpu_node.max()) + 1,
+                                 np.ascontiguousarray(gpu_node, dtype=np.int64))
+        return rows[2:]
 
     def place(self, job: Job, ctx: PlacementContext) -> GpuSet | None:
-        level = self.levels_of(ctx.view)[:, job.class_index]
-        cand = np.flatnonzero(ctx.eligible(job))
-        return pm_first_gpus(cand, job.num_gpus, level, ctx.gpu_node)
+        levels = self.levels_of(ctx.view)
+        by_class, n_levels, n_nodes, gpu_node = self._level_rows(levels, ctx.gpu_node)
+        cand = ctx.eligible(job).nonzero()[0]  # = np.flatnonzero (1-D), one C call
+        n = job.num_gpus
+        if by_class is None:
+            return pm_first_gpus(cand, n, levels[:, job.class_index], ctx.gpu_node)
+        if cand.size < n:
+            return None
+        from gpusched.baselines.pal_kernel import pm_first_k  # numba: loaded by the first placement
+
+        out = np.empty(n, dtype=np.int64)
+        got = pm_first_k(cand, n, by_class[job.class_index], gpu_node, n_nodes, n_levels, out)
+        return tuple(out.tolist()) if got >= 0 else None

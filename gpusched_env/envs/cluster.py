@@ -293,7 +293,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         assert self.builder is not None
         if self.tokens:
             return to_tokens(self.builder.observe(), self.topo.n_nodes, self.k, self.max_nodes, self.max_queue)
-        return self.builder.observe().copy()  # a fresh array per call (callers keep them)
+        return self.builder.take_observation()  # a fresh array per call (callers keep them)
 
     def action_masks(self) -> np.ndarray:
         """Valid actions now (sb3-contrib MaskablePPO reads this); the same array as info["action_mask"]."""
@@ -315,8 +315,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
 
     def _info(self, invalid: bool = False) -> dict[str, Any]:
         assert self.sim is not None
-        return {
-            "action_mask": self.action_masks().copy(),
+        b = self.builder
+        return {  # the mask as a new array, the builder's own when it can hand it over
+            "action_mask": b.take_mask() if b is not None and not self.tokens else self.action_masks().copy(),
             "time_s": float(self.sim.env.now),
             "decision_points": self.decision_points,
             "invalid_action": invalid,
@@ -428,7 +429,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._acts_here += 1
         reward, self._carry = self._carry, 0.0
         invalid = False
-        finish = a == b.done_action and bool(b.mask()[a])
+        finish = a == b.done_action and b.valid(a)
         if not finish:
             if a == b.done_action or b.act(a) is None:
                 invalid = True

@@ -58,7 +58,7 @@ class ClusterV1Env(ClusterEnv):
 
     ## Observation Space
 
-    ``Box(-1, 10, (n_nodes*8 + (K+R)*16 + 10,), float32)``, finite: per node (as v0), per slot
+    ``Box(-1, 10, (n_nodes*8 + (K+R)*17 + 10,), float32)``, finite: per node (as v0), per slot
     (present, running, GPUs, class, time in system, attained GPU-hours, attained hours per GPU,
     restarts, fits now / hours on its current GPUs, GPUs per free GPU, and only when ``clairvoyant``
     the total and remaining work), global (time of day, load, queue, running, demand, starts and
@@ -69,8 +69,10 @@ class ClusterV1Env(ClusterEnv):
 
     ``tokens=True``: the same numbers as sets (:mod:`gpusched_env.envs.tokens`): a ``Dict`` of node
     rows padded to ``max_nodes``, start-slot rows padded to ``max_queue``, running-slot rows padded to
-    ``max_running``, a node presence mask and the global row, and ``Discrete(max_queue*P +
-    max_running + 1)`` actions, so one set network fits any cluster size and window.
+    ``max_running`` (each job row with two more columns: its ranks in its set by time in system and
+    by attained service, the order the flat observation holds in its slot positions), a node presence
+    mask and the global row, and ``Discrete(max_queue*P + max_running + 1)`` actions, so one set
+    network fits any cluster size and window.
 
     ## Rewards
 
@@ -98,7 +100,8 @@ class ClusterV1Env(ClusterEnv):
     * v1: preemption and re-placement (migration) of running jobs at round points; running jobs in
       the window; clairvoyant / non-clairvoyant observation (``clairvoyant``), attained service and
       restarts observed; every round tick is a candidate decision point. Token observation
-      (``tokens``): running jobs as a third set, one lift action per running row.
+      (``tokens``): running jobs as a third set, one lift action per running row; job rows carry their
+      window ranks (issue 32: without them a set clone of Tiresias could not find the head of its queue).
     * v0: initial version (starts only).
     """
 

@@ -3,8 +3,10 @@ thirty small numpy operations, which cost more in call overhead than in arithmet
 
 Plain loops over GPUs, nodes and window slots. The features are defined in the docstring of
 :mod:`gpusched_env.envs.observe`; ``tests/envs/test_observation_kernel.py`` checks this code against
-a plain numpy transcription of that definition. Compiled code is cached on disk (``cache=True``):
-the first run on a machine compiles for about a second, later runs load it.
+a plain numpy transcription of that definition. :func:`least_interference_k` is the
+``least_interference`` placement option in one call (``tests/envs/test_env_step_paths.py`` checks it
+against the numpy rule in :mod:`gpusched_env.envs.options`). Compiled code is cached on disk
+(``cache=True``): the first run on a machine compiles for about a second, later runs load it.
 """
 
 from __future__ import annotations
@@ -109,3 +111,54 @@ def fill_observation(  # one flat call: numba takes arrays and scalars, not obje
             obs[i] = high
         elif x < low:
             obs[i] = low
+
+
+@njit(cache=True)
+def least_interference_k(  # the ``least_interference`` option (gpusched_env/envs/options.py), compiled
+    up, n_res, max_jobs, mem_used, mem, mem_cap, allowed, util, slowdown, cls, n, out,
+):
+    """Write into ``out[:n]`` (ascending) the ``n`` GPUs that ``least_interference`` picks and return
+    ``n``; return -1 when fewer than ``n`` GPUs qualify, -2 when a candidate's ``util`` or slowdown
+    (``slowdown[:, cls]``) is NaN (the caller then takes the numpy path, whose sort puts NaN last).
+
+    Candidates: up, ``n_res < max_jobs``, ``mem_used + mem <= mem_cap + 1e-9``, ``allowed``. Order:
+    fewest resident jobs, then lowest utilisation, then lowest slowdown, then lowest id — the
+    ``np.lexsort`` of the numpy path (a total order: ids differ), taken n times by selection."""
+    n_gpus = up.size
+    slow = slowdown[:, cls]
+    cand = np.empty(n_gpus, dtype=np.int64)
+    m = 0
+    for g in range(n_gpus):
+        if up[g] and n_res[g] < max_jobs and mem_used[g] + mem <= mem_cap[g] + 1e-9 and allowed[g]:
+            if util[g] != util[g] or slow[g] != slow[g]:
+                return -2
+            cand[m] = g
+            m += 1
+    if m < n:
+        return -1
+    for i in range(n):  # selection: the i-th smallest (n_res, util, slow, id) among cand[i:m]
+        best = i
+        for p in range(i + 1, m):
+            a, b = cand[p], cand[best]
+            if n_res[a] != n_res[b]:
+                if n_res[a] < n_res[b]:
+                    best = p
+            elif util[a] != util[b]:
+                if util[a] < util[b]:
+                    best = p
+            elif slow[a] != slow[b]:
+                if slow[a] < slow[b]:
+                    best = p
+            elif a < b:
+                best = p
+        t = cand[i]
+        cand[i] = cand[best]
+        cand[best] = t
+    for i in range(n):  # ascending ids (insertion sort of a few entries)
+        x = cand[i]
+        p = i
+        while p > 0 and out[p - 1] > x:
+            out[p] = out[p - 1]
+            p -= 1
+        out[p] = x
+    return n

@@ -333,10 +333,32 @@ class DecisionBuilder:
         if codes:
             body = self.options.mask_body(codes)
             buf[: len(body)] = body
-        buf[-1] = bool(self.decisions or self.view.running or not self.any_valid())
+        buf[-1] = self._done_valid()
         m = np.frombuffer(buf, dtype=np.bool_)
         self._mask = m
         return m
+
+    def take_mask(self) -> np.ndarray:
+        """:meth:`mask`, handed over: the caller owns the array (no copy; a later call before the
+        next action builds a new one)."""
+        m = self.mask()
+        self._mask = None
+        return m
+
+    def _done_valid(self) -> bool:
+        """The mask's last entry: "done" is valid unless the cluster would sit idle."""
+        return bool(self.decisions or self.view.running or not self.any_valid())
+
+    def valid(self, action: int) -> bool:
+        """``mask()[action]`` without building the mask: a slot's fit code has the option's bit
+        (1: exclusive options, 2: shared ones); "done" by :meth:`_done_valid`."""
+        if action == self.done_action:
+            return self._done_valid()
+        if not 0 <= action < self.done_action:
+            return False
+        slot, opt = divmod(action, self.n_opts)
+        codes = self._fit_codes()
+        return slot < len(codes) and bool(codes[slot] & self.options.fit_bits[opt])
 
     def _fits(self) -> tuple[list[bool], list[bool]]:
         """(fits an exclusive option, fits ``least_interference``) per window slot."""
@@ -371,21 +393,32 @@ class DecisionBuilder:
         return self._fit
 
     def _fit_codes(self) -> bytes:
-        """Per window slot: 1 if an exclusive option fits, + 2 if a shared one does."""
-        if self._codes is None:
-            ex, sh = self._fits()
-            self._codes = bytes([e + 2 * s for e, s in zip(ex, sh, strict=True)])
-        return self._codes
+        """Per window slot: 1 if an exclusive option fits, + 2 if a shared one does. When fitting
+        is a GPU count alone (no job constrains its GPUs, and the cluster is exclusive or no option
+        shares) the codes come straight from the counts, else from :meth:`_fits`."""
+        codes = self._codes
+        if codes is None:
+            if self._simple and (not self._need_sh or self.view.max_jobs_per_gpu == 1):
+                # both tests are "GPUs <= free GPUs" (see _fits)
+                fit, n_free, gpus_l = (3 if self._need_sh else 1), self._n_free, self.cache.gpus_l
+                codes = bytes([fit if gpus_l[i] <= n_free else 0 for i in self._win_ids])
+            else:
+                ex, sh = self._fits()
+                codes = bytes([e + 2 * s for e, s in zip(ex, sh, strict=True)])
+            self._codes = codes
+        return codes
 
     def any_valid(self) -> bool:
         """Whether some start is valid now (the mask without "done" has a True)."""
-        if self._valid is None:
-            ex, sh = self._fits()
-            if not self._need_sh:
-                self._valid = any(ex)
-            else:
-                self._valid = bool((self.options.any_exclusive and any(ex)) or any(sh))
-        return self._valid
+        valid = self._valid
+        if valid is None:
+            codes = self._fit_codes()
+            if not self._need_sh or self.options.any_exclusive:  # some slot fits some option
+                valid = any(codes)
+            else:  # only shared options: some slot fits a shared one
+                valid = 2 in codes or 3 in codes
+            self._valid = valid
+        return valid
 
     # -- observation -------------------------------------------------------------------------
     def observe(self) -> np.ndarray:
@@ -410,6 +443,13 @@ class DecisionBuilder:
         self._obs = obs
         return obs
 
+    def take_observation(self) -> np.ndarray:
+        """:meth:`observe`, handed over: the caller owns the array (no copy; a later call before
+        the next action computes a new one)."""
+        obs = self.observe()
+        self._obs = None
+        return obs
+
     # -- actions -----------------------------------------------------------------------------
     def decode(self, action: int) -> tuple[int, int] | None:
         """(slot, option) of a placement action, or None for "done"."""
@@ -419,19 +459,16 @@ class DecisionBuilder:
 
     def act(self, action: int) -> Start | None:
         """Apply a valid placement action to the working state; None if it is not valid now."""
-        if not 0 <= action < self.done_action or not self.mask()[action]:
+        action = int(action)
+        if action == self.done_action or not self.valid(action):
             return None
-        slot, opt = divmod(int(action), self.n_opts)
+        slot, opt = divmod(action, self.n_opts)
         job = self.view.job(self._win_ids[slot])
         ws = self.ws
         gpus = self.options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
-        free = ws.ctx.free
-        for g in gpus:
-            if free[g]:
-                self._n_free -= 1
-        ws.take(job, gpus)
+        self._n_free -= ws.take(job, gpus)
         d = Start(job.job_id, gpus)
         self.decisions.append(d)
         self._gone.add(job.job_id)

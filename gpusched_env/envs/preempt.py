@@ -160,12 +160,7 @@ class PreemptBuilder:
                 self._n_free += 1
 
     def _take(self, job: Job, gpus: tuple[int, ...]) -> None:
-        ws = self.ws
-        free = ws.ctx.free
-        for g in gpus:
-            if free[g]:
-                self._n_free -= 1
-        ws.take(job, gpus)
+        self._n_free -= self.ws.take(job, gpus)
 
     # -- window ------------------------------------------------------------------------------
     def _candidates(self) -> list[Job]:
@@ -262,6 +257,14 @@ class PreemptBuilder:
         """Whether some action other than "done" is valid now."""
         return bool(self.mask()[:-1].any())
 
+    def take_mask(self) -> np.ndarray:
+        """A copy of :meth:`mask` (the builder keeps its own: its validity reads it)."""
+        return self.mask().copy()
+
+    def valid(self, action: int) -> bool:
+        """``mask()[action]``."""
+        return 0 <= action < self.n_actions and bool(self.mask()[action])
+
     # -- observation -------------------------------------------------------------------------
     def observe(self) -> np.ndarray:
         """The observation (module docstring), cached until the next action."""
@@ -332,6 +335,13 @@ class PreemptBuilder:
         np.nan_to_num(obs, copy=False, nan=0.0)
         np.clip(obs, OBS_LOW, OBS_HIGH, out=obs)
         self._obs = obs
+        return obs
+
+    def take_observation(self) -> np.ndarray:
+        """:meth:`observe`, handed over: the caller owns the array (no copy; a later call before
+        the next action computes a new one)."""
+        obs = self.observe()
+        self._obs = None
         return obs
 
     # -- actions -----------------------------------------------------------------------------

@@ -28,6 +28,10 @@ from gpusched_env.envs.preempt import GLOBAL_FEATURES_V1, NODE_FEATURES_V1, SLOT
 DEFAULT_MAX_NODES = 64  # choice: covers 16x4, 16x8 and 48-GPU clusters of up to 64 nodes
 DEFAULT_MAX_QUEUE = 32  # choice: twice the default window (queue_slots = 16)
 DEFAULT_MAX_RUNNING = 16  # choice: twice Cluster-v1's default running window (running_slots = 8)
+# Cluster-v1 token job rows: the flat slot's 17 features, then its two window ranks (to_tokens_v1)
+RANK_FEATURES_V1 = 2
+TOKEN_SLOT_FEATURES_V1 = SLOT_FEATURES_V1 + RANK_FEATURES_V1
+_TIME_IN_SYSTEM, _ATTAINED = 7, 8  # slot features (gpusched_env/envs/preempt.py): log1p(h in system), log1p(GPU-h)
 
 
 def check_sizes(n_nodes: int, k: int, max_nodes: int, max_queue: int) -> None:
@@ -104,8 +108,8 @@ def token_space_v1(max_nodes: int, max_queue: int, max_running: int) -> spaces.D
     return spaces.Dict({
         "nodes": box(max_nodes, NODE_FEATURES_V1),
         "node_mask": spaces.Box(0.0, 1.0, (max_nodes,), dtype=np.float32),
-        "slots": box(max_queue, SLOT_FEATURES_V1),
-        "running": box(max_running, SLOT_FEATURES_V1),
+        "slots": box(max_queue, TOKEN_SLOT_FEATURES_V1),
+        "running": box(max_running, TOKEN_SLOT_FEATURES_V1),
         "glob": box(GLOBAL_FEATURES_V1),
     })
 
@@ -113,13 +117,36 @@ def token_space_v1(max_nodes: int, max_queue: int, max_running: int) -> spaces.D
 def to_tokens_v1(flat: np.ndarray, n_nodes: int, k: int, r: int,
                  max_nodes: int, max_queue: int, max_running: int) -> dict[str, np.ndarray]:
     """The token observation of a flat Cluster-v1 observation (``n_nodes`` nodes, ``k`` start and
-    ``r`` running slots)."""
+    ``r`` running slots); every job row also carries its window ranks (:func:`_with_ranks`)."""
     nodes, a = _rows(flat, 0, n_nodes, NODE_FEATURES_V1, max_nodes)
     slots, a = _rows(flat, a, k, SLOT_FEATURES_V1, max_queue)
     running, a = _rows(flat, a, r, SLOT_FEATURES_V1, max_running)
+    slots, running = _with_ranks(slots), _with_ranks(running)
     glob = np.array(flat[a:], dtype=np.float32)
     return {"nodes": nodes, "node_mask": _node_mask(n_nodes, max_nodes), "slots": slots, "running": running,
             "glob": glob}
+
+
+def _with_ranks(rows: np.ndarray) -> np.ndarray:
+    """Job rows with two rank columns appended, among the present rows of the same set (start or
+    running slots): the share of the others that have been in the system longer (0 = the oldest), and
+    the share with less attained service (0 = the least served); zeros on empty rows and for a lone job.
+
+    The flat observation carries this order in its slot positions (the window: the oldest jobs first,
+    then the least attained); a set network sees the rows as an unordered set, and without the ranks
+    it cannot tell which queued job heads a priority order. Tiresias stops starting at the first job
+    of its order that does not fit, so its clone must know the head: without the ranks the set
+    clone answered "done" to 60 of the teacher's 496 starts on a pal_philly episode (the flat clone:
+    6; with the ranks: 23), idled GPUs, and never recovered (docs/AGENTS.md, issue 32)."""
+    out = np.zeros((rows.shape[0], rows.shape[1] + RANK_FEATURES_V1), dtype=np.float32)
+    out[:, : rows.shape[1]] = rows
+    idx = np.flatnonzero(rows[:, 0] > 0.5)
+    if idx.size > 1:
+        t, att = rows[idx, _TIME_IN_SYSTEM], rows[idx, _ATTAINED]
+        d = float(idx.size - 1)
+        out[idx, rows.shape[1]] = np.count_nonzero(t[None, :] > t[:, None], axis=1) / d
+        out[idx, rows.shape[1] + 1] = np.count_nonzero(att[None, :] < att[:, None], axis=1) / d
+    return out
 
 
 def pad_mask_v1(mask: np.ndarray, k: int, r: int, n_opts: int, max_queue: int, max_running: int) -> np.ndarray:

@@ -18,6 +18,7 @@ from gpusched.agents.set_extractor import SetPolicy, action_probs, set_action
 from gpusched_env.cluster.build import simulate
 from gpusched_env.config_util import ConfigError
 from gpusched_env.envs import ClusterV1Env
+from gpusched_env.envs.tokens import TOKEN_SLOT_FEATURES_V1 as W
 from gpusched_env.envs.tokens import token_space_v1
 from gpusched_env.metrics import compute_metrics
 from gpusched_env.scenario import load_scenario
@@ -112,7 +113,7 @@ def test_lifts_are_scored_per_running_row_and_count_with_the_starts():
         ext.lift[-1].weight.mul_(300.0)
     rng = np.random.default_rng(0)
     obs = {"nodes": rng.uniform(0, 1, (4, 8)).astype(np.float32), "node_mask": np.ones(4, np.float32),
-           "slots": np.zeros((3, 17), np.float32), "running": rng.uniform(0, 1, (4, 17)).astype(np.float32),
+           "slots": np.zeros((3, W), np.float32), "running": rng.uniform(0, 1, (4, W)).astype(np.float32),
            "glob": rng.uniform(0, 1, 10).astype(np.float32)}
     obs["running"][:, 0] = 1.0
     lift0 = 3 * len(OPTIONS)
@@ -140,8 +141,8 @@ def test_accuracy_in_chunks_is_the_accuracy_at_once(monkeypatch):
     rng = np.random.default_rng(2)
     n, n_act = 20, 3 * len(OPTIONS) + 4 + 1
     obs = {"nodes": rng.uniform(0, 1, (n, 4, 8)).astype(np.float32), "node_mask": np.ones((n, 4), np.float32),
-           "slots": rng.uniform(0, 1, (n, 3, 17)).astype(np.float32),
-           "running": rng.uniform(0, 1, (n, 4, 17)).astype(np.float32), "glob": rng.uniform(0, 1, (n, 10)).astype(np.float32)}
+           "slots": rng.uniform(0, 1, (n, 3, W)).astype(np.float32),
+           "running": rng.uniform(0, 1, (n, 4, W)).astype(np.float32), "glob": rng.uniform(0, 1, (n, 10)).astype(np.float32)}
     mask = rng.uniform(size=(n, n_act)) < 0.6
     mask[:, -1] = True
     with torch.no_grad():  # the flat argmax of the masked scores, sample by sample

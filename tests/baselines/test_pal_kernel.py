@@ -1,6 +1,7 @@
 """The compiled PAL placement (gpusched.baselines.pal_kernel) picks the GPUs of its numpy definition
 (PALPlacement.reference_place, pm_first_gpus): hand-made cases and random clusters, factors and
-free masks, one job at a time and as a round's batch."""
+free masks, one job at a time and as a round's batch; so do PMFirstPlacement and the compiled packed
+placement (gpusched.baselines.placement_kernel, against packed_gpus_numpy)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from bl_helpers import job, make_view
 
 from gpusched.baselines.pal import ClassFactors, ClusterFactors, LVEntry, PALPlacement
 from gpusched.baselines.pal_kernel import pal_place_k, pm_first_k
-from gpusched.baselines.placement import pm_first_gpus
+from gpusched.baselines.placement import PMFirstPlacement, packed_gpus, packed_gpus_numpy, pm_first_gpus
 from gpusched_env.allocation import ClusterState
 from gpusched_env.placement import GpuSet, PlacementContext
 from gpusched_env.topology import NodeGroup, Topology
@@ -157,3 +158,76 @@ def test_pal_batch_matches_one_at_a_time(seed):
                 assert pal.place(j, one_ctx) == g
                 if g is not None:
                     one_ctx.take(g)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_pm_first_placement_compiled_equals_numpy(seed):
+    """PMFirstPlacement.place (the compiled PM-First on per-class level rows, remembered per levels
+    array) picks what pm_first_gpus picks, on random clusters, levels, free masks and sizes; levels
+    that are not non-negative integers take the numpy rule."""
+    rng = np.random.default_rng(200 + seed)
+    for _ in range(15):
+        topo, classes = _random_case(rng)
+        levels = _factors(classes).levels
+        node = topo.gpu_node
+        placement = PMFirstPlacement(lambda view, lv=levels: lv)
+        for _ in range(6):
+            free = rng.random(topo.n_gpus) < rng.random()
+            ctx = _ctx(topo, free)
+            cand = np.flatnonzero(free)
+            for c in range(4):
+                for n in range(1, topo.n_gpus + 2):
+                    want = pm_first_gpus(cand, n, levels[:, c], node)
+                    assert placement.place(job(0, n, cls="ABCD"[c]), ctx) == want, (seed, n, c, free)
+        assert placement._rows is not None and placement._rows[2] is not None  # the compiled path ran
+    shifted = PMFirstPlacement(lambda view: levels - 1)  # a negative level: the numpy rule and its error
+    with pytest.raises(ValueError, match="negative"):
+        shifted.place(job(0, 1), _ctx(topo, np.ones(topo.n_gpus, dtype=bool)))
+    assert shifted._rows is not None and shifted._rows[2] is None
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_packed_compiled_equals_numpy(seed):
+    """packed_gpus (one compiled call) picks what packed_gpus_numpy picks, on random clusters, free
+    masks and sizes (every branch: exactly n, the fewest above n, spread, too few)."""
+    rng = np.random.default_rng(300 + seed)
+    branches = set()
+    for _ in range(60):
+        topo, _ = _random_case(rng)
+        first = topo.node_first_gpu
+        for _ in range(6):
+            free = rng.random(topo.n_gpus) < rng.random()
+            counts = np.diff(np.searchsorted(np.flatnonzero(free), first))
+            for n in range(0, topo.n_gpus + 2):
+                want = packed_gpus_numpy(free, n, first)
+                assert packed_gpus(free, n, first) == want, (seed, n, free, first)
+                if n and want is not None:
+                    branches.add("exact" if (counts == n).any() else "fewest" if (counts > n).any() else "spread")
+                elif n:
+                    branches.add("none")
+    assert branches == {"exact", "fewest", "spread", "none"}
+    first = np.array([0, 2, 4])  # a layout that does not span the mask: the numpy rule
+    assert packed_gpus(np.ones(5, dtype=bool), 5, first) == packed_gpus_numpy(np.ones(5, dtype=bool), 5, first)
+
+
+def test_cluster_factors_share_one_clustering_across_penalties(monkeypatch):
+    """Two locality penalties on one profile cluster it once (per class) and give what clustering
+    afresh with each penalty gives (levels, factors, L x V order)."""
+    from gpusched.baselines import pal
+
+    rng = np.random.default_rng(7)
+    s = 1.0 + 0.3 * rng.random((12, 4))
+    monkeypatch.setattr(pal, "_CACHE", {})
+    monkeypatch.setattr(pal, "_SF_CACHE", {})
+    real, calls = pal._cluster_sf, []
+    monkeypatch.setattr(pal, "_cluster_sf", lambda *a: calls.append(a) or real(*a))
+    first = pal.cluster_factors(s, k1=2, lf=1.7)
+    second = pal.cluster_factors(s, k1=2, lf=1.1)
+    assert len(calls) == 4  # one clustering per class for both
+    for got, lf in ((first, 1.7), (second, 1.1)):
+        for c in range(4):
+            fresh = pal._cluster_one(s[:, c], 2, 3.0, lf)
+            cf = got.classes[c]
+            assert cf.lv_order == fresh.lv_order and cf.level.tolist() == fresh.level.tolist()
+            assert cf.sf.tolist() == fresh.sf.tolist() and cf.values.tolist() == fresh.values.tolist()
+    assert first.classes[0].lv_order != second.classes[0].lv_order or first.classes[0].values.size == 1

@@ -36,16 +36,17 @@ def _pair(scn):
 
 
 def _same_numbers(flat_obs, tok_obs):
-    """The token rows are the flat observation's blocks at the offsets written above, the rest zeros."""
+    """The token rows are the flat observation's blocks at the offsets written above (then the two
+    rank columns), the rest zeros."""
     assert flat_obs.shape == (86,)
     np.testing.assert_array_equal(tok_obs["nodes"][0], flat_obs[0:8])
     np.testing.assert_array_equal(tok_obs["nodes"][1:], 0.0)
     np.testing.assert_array_equal(tok_obs["node_mask"], [1.0, 0.0, 0.0])
-    np.testing.assert_array_equal(tok_obs["slots"][0], flat_obs[8:25])
-    np.testing.assert_array_equal(tok_obs["slots"][1], flat_obs[25:42])
+    np.testing.assert_array_equal(tok_obs["slots"][0][:17], flat_obs[8:25])
+    np.testing.assert_array_equal(tok_obs["slots"][1][:17], flat_obs[25:42])
     np.testing.assert_array_equal(tok_obs["slots"][2:], 0.0)
-    np.testing.assert_array_equal(tok_obs["running"][0], flat_obs[42:59])
-    np.testing.assert_array_equal(tok_obs["running"][1], flat_obs[59:76])
+    np.testing.assert_array_equal(tok_obs["running"][0][:17], flat_obs[42:59])
+    np.testing.assert_array_equal(tok_obs["running"][1][:17], flat_obs[59:76])
     np.testing.assert_array_equal(tok_obs["running"][2], 0.0)
     np.testing.assert_array_equal(tok_obs["glob"], flat_obs[76:86])
 
@@ -55,7 +56,7 @@ def test_spaces_do_not_depend_on_the_cluster():
         env = gym.make("gpusched/Cluster-v1", scenario=scn, tokens=True)
         space = env.observation_space
         assert {k: s.shape for k, s in space.spaces.items()} == {
-            "nodes": (64, 8), "node_mask": (64,), "slots": (32, 17), "running": (16, 17), "glob": (10,)}
+            "nodes": (64, 8), "node_mask": (64,), "slots": (32, 19), "running": (16, 19), "glob": (10,)}
         assert env.action_space.n == 32 * 5 + 16 + 1
 
 
@@ -153,8 +154,64 @@ def test_bc_data_of_the_token_env_are_the_flat_data_regrouped():
     env = ClusterV1Env(scn, tokens=True, max_nodes=8, max_queue=16, max_running=8)
     tok = collect_v1(env, lambda rs: make_teacher("las", scn, rs), 1, 3)
     n = len(flat["action"])
-    assert n > 0 and tok["obs"]["slots"].shape == (n, 16, 17) and tok["mask"].shape == (n, 16 * 5 + 8 + 1)
-    np.testing.assert_array_equal(tok["obs"]["running"].reshape(n, -1), flat["obs"][:, 16 + 12 * 17: 16 + 20 * 17])
+    assert n > 0 and tok["obs"]["slots"].shape == (n, 16, 19) and tok["mask"].shape == (n, 16 * 5 + 8 + 1)
+    np.testing.assert_array_equal(tok["obs"]["running"][:, :, :17].reshape(n, -1), flat["obs"][:, 16 + 12 * 17: 16 + 20 * 17])
     want = [token_action_v1(int(a), 12, 8, 5, 16, 8) for a in flat["action"]]
     assert tok["action"].tolist() == want
     assert tok["mask"][np.arange(n), tok["action"]].all()
+
+
+def _two_running_one_waiting():
+    """Two GPUs: J0 (arrives 0) and J1 (10) run, J2 (20) waits; t = 100 is the first round point with a
+    queue (each job 5000 iterations)."""
+    tok = ClusterV1Env(toy([(0.0, 1, 5000), (10.0, 1, 5000), (20.0, 1, 5000)], gpus=2), tokens=True, **ARGS, **PAD)
+    tok.reset(options={"workload": 0, "run_seed": 0})
+    tok.step(0)  # t = 0: start J0
+    obs, *_, info = tok.step(0)  # t = 10: start J1
+    assert info["time_s"] == pytest.approx(100.0) and info["round"]
+    return tok, obs, info
+
+
+def test_window_ranks_by_hand():
+    """Rank columns 17 (share of the set's other jobs in the system longer) and 18 (share with less
+    attained service). At t = 100 J0 has run 100 s, J1 90 s; J2 waits alone."""
+    tok, obs, info = _two_running_one_waiting()
+    assert tok.builder.running_window == [0, 1]  # largest attained service first
+    np.testing.assert_array_equal(obs["running"][:2, 17:], [[0.0, 1.0], [1.0, 0.0]])  # J0 older, J1 less served
+    np.testing.assert_array_equal(obs["slots"][:, 17:], 0.0)  # a lone job: zeros
+    obs, *_ = tok.step(4)  # lift J0: the start slots hold J0 (lifted, by arrival) and J2
+    assert [j.job_id for j in tok.builder.window] == [0, 2]
+    np.testing.assert_array_equal(obs["slots"][:2, 17:], [[0.0, 1.0], [1.0, 0.0]])
+    np.testing.assert_array_equal(obs["running"][:, 17:], 0.0)  # J1 alone
+
+
+def test_a_policy_that_tries_to_cycle_cannot():
+    """A policy that lifts a running job whenever it may and restarts a lifted one at once (on the same
+    GPUs: no change) gets 4 actions per round point here, not more: a job restarted in the batch is
+    not offered for lifting again, so each of the two running jobs is lifted once; then only "done" is
+    valid, the point ends and time moves on a round (100 s)."""
+    tok, obs, info = _two_running_one_waiting()
+
+    def cycler(obs, mask):
+        lifted = [s for s in range(4) if obs["slots"][s][16] == 1.0 and mask[s]]
+        if lifted:
+            return lifted[0]  # restart the lifted job
+        lifts = [a for a in range(4, 7) if mask[a]]
+        return lifts[0] if lifts else int(np.flatnonzero(mask)[-1])  # else "done" (or the only start)
+
+    per_point, acts, point, over = [], [], tok.decision_points, False
+    while not over:
+        a = cycler(obs, info["action_mask"])
+        acts.append(a)
+        obs, _, term, trunc, info = tok.step(a)
+        over = term or trunc
+        if tok.decision_points != point or over:
+            per_point.append((acts, info["time_s"]))
+            acts, point = [], tok.decision_points
+    assert per_point[0] == ([4, 0, 4, 0], pytest.approx(200.0))  # lift J0, restart J0, lift J1, restart J1
+    assert max(len(a) for a, _ in per_point) == 4
+    # nothing was preempted or moved: J0 and J1 run through (J1 from 10 s), J2 starts when J1 ends
+    # (at 877 s, with one GPU free, the cycler chose "done": allowed, as a job still runs)
+    assert compute_metrics(tok.result())["preemptions"] == 0
+    fin = {r.job.job_id: r.finish_s for r in tok.result().records}
+    assert fin == pytest.approx({0: 5000 * T, 1: 10.0 + 5000 * T, 2: 10.0 + 10000 * T})
