@@ -258,6 +258,15 @@ class ClusterState:
         decisions = list(decisions)
         if not decisions:
             return Applied()
+        starts = self._plain_starts(decisions)
+        if starts is not None:  # shown valid: the checks below would pass
+            applied = Applied()
+            for job, s in starts:
+                self._dequeue(job)
+                self._place(job, s.gpus, +1)
+                self.running[s.job_id] = Allocation(s.gpus, s.sharing, now)
+                applied.started.append(s.job_id)
+            return applied
         seen: set[int] = set()
         for d in decisions:
             if d.job_id in seen:
@@ -296,6 +305,40 @@ class ClusterState:
                 self.running[d.job_id] = Allocation(d.gpus, d.sharing, now)
                 applied.started.append(d.job_id)
         return applied
+
+    def _plain_starts(self, decisions: list[Decision]) -> list[tuple[Job, Start]] | None:
+        """The batch as (job, start) pairs when it is shown valid in one pass: only starts, of
+        distinct queued jobs that name no GPU type and fit the smallest GPU's memory, each on as many
+        distinct existing GPUs as it needs, up and holding no job, no GPU used twice in the batch
+        (every rule of :meth:`apply` then holds: each GPU gets one job). None means "not shown
+        here", not "invalid": :meth:`apply`'s full checks then decide (and name the broken rule)."""
+        jobs, running, resident = self.jobs, self.running, self.resident
+        n_gpus, min_mem = self.topology.n_gpus, self.topology.min_gpu_mem_gb
+        up = None if self.all_up else self.up
+        ids: set[int] = set()
+        used: set[int] = set()
+        out: list[tuple[Job, Start]] = []
+        for d in decisions:
+            if type(d) is not Start:
+                return None
+            jid = d.job_id
+            job = jobs.get(jid)
+            if job is None or jid in ids or jid in running or job.gpu_type is not None or job.mem_gb > min_mem:
+                return None
+            gpus = d.gpus
+            if len(gpus) != job.num_gpus:
+                return None
+            for g in gpus:
+                if type(g) is not int or not 0 <= g < n_gpus or g in used or resident[g]:
+                    return None
+                if up is not None and not up[g]:
+                    return None
+                used.add(g)
+            if self._pending_index(job) is None:
+                return None
+            ids.add(jid)
+            out.append((job, d))
+        return out
 
     def _one_tenant_fit(self, decisions: list[Decision]) -> bool:
         """Fast capacity check for the common batch: every GPU a job joins is used once in the batch

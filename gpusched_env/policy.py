@@ -6,8 +6,9 @@ A policy never imports a backend and a backend never imports a policy; :func:`ru
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Protocol, runtime_checkable
 
 from gpusched_env.types import Decision
@@ -68,10 +69,20 @@ def quiet_gc(gen0: int = RUN_GC_GEN0) -> Iterator[None]:
 
 
 def run_policy(backend: Backend, policy: Policy) -> None:
-    """Drive ``backend`` with ``policy`` until the run ends (with :func:`quiet_gc`)."""
+    """Drive ``backend`` with ``policy`` until the run ends (with :func:`quiet_gc`).
+
+    A policy with ``can_start(view) -> bool`` (False only where its ``decide`` would return no
+    decision and change nothing) on a backend whose ``advance`` takes a ``wake`` filter
+    (``takes_wake``: the simulator) is not called at the decision points it rules out: the run is
+    the same, without a view and a call per such point. The filter reads one view made at the
+    start, whose queue and free GPUs are the backend's live state (it reads nothing else)."""
     with quiet_gc():
         backend.start(policy.round_s, policy.events)
-        while backend.advance():
+        can_start = getattr(policy, "can_start", None)
+        advance: Callable[[], bool] = backend.advance
+        if can_start is not None and getattr(backend, "takes_wake", False):
+            advance = partial(backend.advance, partial(can_start, backend.view()))  # type: ignore[call-arg]
+        while advance():
             decisions = policy.decide(backend.view())
             if decisions:
                 backend.apply(decisions)

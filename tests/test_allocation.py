@@ -116,3 +116,31 @@ def test_one_tenant_fast_path_takes_freed_gpus_and_leaves_staying_tenants_to_the
     s.apply([Start(1, (0,), Sharing("exclusive"))], 0.0)
     with pytest.raises(InvalidDecision, match="sharing-exclusive"):
         s.apply([Start(0, (0, 1))], 1.0)
+
+
+def test_plain_starts_fast_path_equals_the_full_checks():
+    """A batch of starts on empty GPUs is applied without the full checks (``_plain_starts``): the
+    state after is the one the full path leaves; a batch it cannot show valid (a GPU used twice, a
+    typed job, a busy GPU) still goes to the full checks and fails with their rule."""
+    fast, full = state(), state()
+    batch = [Start(1, (3,)), Start(0, (0, 1))]
+    assert fast._plain_starts(batch) is not None
+    fast.apply(batch, 5.0)
+    full._plain_starts = lambda decisions: None  # type: ignore[method-assign]
+    full.apply(batch, 5.0)
+    for s in (fast, full):
+        assert list(s.pending_ids) == [2] and s.pending_gpus == 1 and s.n_free == 3
+        assert s.running[0].gpus == (0, 1) and s.running[1].since_s == 5.0
+        assert s.resident[:4] == [[0], [0], [], [1]] and s.n_resident.tolist() == [1, 1, 0, 1, 0, 0]
+        assert s.mem_used.tolist() == [10.0, 10.0, 0.0, 10.0, 0.0, 0.0] and s.free_mask.tolist() == [
+            False, False, True, False, True, True]
+    s = state()
+    assert s._plain_starts([Start(0, (0, 1)), Start(1, (1,))]) is None  # GPU 1 twice
+    with pytest.raises(InvalidDecision, match="gpu-memory"):
+        s.apply([Start(0, (0, 1)), Start(1, (1,))], 0.0)
+    assert s._plain_starts([Start(2, (4,))]) is None  # names a GPU type: the full check
+    s.apply([Start(1, (0,))], 0.0)
+    s.submit(Job(3, 3.0, 1, 100, "resnet50", mem_gb=1.0))
+    assert s._plain_starts([Start(3, (0,))]) is None  # GPU 0 holds job 1: the capacity check
+    s.apply([Start(3, (0,))], 0.0)  # shares (max 2 jobs per GPU, 11 of 16 GB)
+    assert s.resident[0] == [1, 3]

@@ -188,3 +188,49 @@ def test_incremental_toggles_give_the_plain_floats(policy):
         assert (rec.finish_s, rec.gpu_seconds, rec.energy_j, rec.preemptions) == (
             other.finish_s, other.gpu_seconds, other.energy_j, other.preemptions)
     assert fast.result().energy_j == plain.result().energy_j
+
+
+# -- decision points at which nothing can start ----------------------------------------------
+
+
+class _Counting:
+    """A policy's decide, counted (and nothing else: no ``can_start``)."""
+
+    def __init__(self, policy) -> None:
+        self.policy, self.calls, self.name = policy, 0, policy.name
+        self.round_s, self.events = policy.round_s, policy.events
+
+    def decide(self, view):
+        self.calls += 1
+        return self.policy.decide(view)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "sjf", "las"])
+def test_skipped_decision_points_leave_the_run_the_same(policy):
+    """``run_policy`` passes over the points ``can_start`` rules out (fifo: nothing queued, no free
+    GPU, the head needs more GPUs than are free; sjf: the first two); the run is the one every
+    point is handed to ``decide`` for (stragglers, drift and failures on), with fewer calls; las
+    (rounds) is never filtered."""
+    model = SimModel(
+        stragglers=StragglerConfig(enabled=True, fraction_scale=1.0, sample_s=20.0),
+        variability=VariabilityConfig(drift_sigma=0.05, drift_interval_s=3000.0),
+        failures=FailureConfig(mtbf_h=20.0, repair_s=600.0),
+        restart_cost_s=5.0,
+    )
+    topo = Topology.build([NodeGroup(3, 4, "V100", 16.0), NodeGroup(1, 4, "P100", 16.0)])
+    sims, calls = [], []
+    for skip in (True, False):
+        sim = Simulator(topo, _jobs(120, 1), model, seed=2)
+        counted = _Counting(get_policy(policy))
+        if skip:
+            counted.can_start = counted.policy.can_start  # type: ignore[attr-defined]
+        run_policy(sim, counted)
+        sims.append(sim)
+        calls.append(counted.calls)
+    fast, plain = sims
+    assert repr(fast.result()) == repr(plain.result()) and fast.state.enqueued == plain.state.enqueued
+    if policy == "las":
+        assert calls[0] == calls[1]
+    else:
+        assert calls[0] < calls[1], calls
+

@@ -260,6 +260,21 @@ class QueueScheduler:
             return self._round(view)
         return self._fill(view)
 
+    def can_start(self, view: ClusterView) -> bool:
+        """False only where :meth:`decide` returns ``[]`` without reading or changing anything else:
+        an event-driven pass with nothing queued, no free GPU, or (head-of-line, arrival order) a
+        queue head needing more GPUs than are free. Reads only ``view.pending`` and ``view.n_free``
+        (:func:`gpusched_env.policy.run_policy` skips the decision points it rules out)."""
+        if self.round_s is not None:
+            return True
+        pend = view.pending
+        if not pend:
+            return False
+        n_free = view.n_free
+        if n_free == 0:
+            return False
+        return not (self.head_of_line and self.order.is_arrival_order and pend[0].num_gpus > n_free)
+
     # -- non-preemptive pass -----------------------------------------------------------------
     def _pending_in_order(self, view: ClusterView) -> Iterable[Job]:
         if self.order.is_arrival_order:

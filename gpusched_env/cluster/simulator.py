@@ -77,6 +77,8 @@ class Simulator:
     ``completed`` lists finished job ids in completion order (consumers such as the env read it).
     """
 
+    takes_wake = True  # ``advance`` takes a ``wake`` filter (:func:`gpusched_env.policy.run_policy`)
+
     incremental_toggles = True
     """Re-time the jobs of a straggling GPU from their kept slowest GPU (:meth:`set_straggle`);
     False takes the plain steps (tests compare the two)."""

@@ -267,3 +267,27 @@ def test_idle_round_check_sees_an_arrival():
     s.submit(job(2, 1))
     assert not p._memo.matches(make_view(s, 20.0))
     assert step(p, s, make_view(s, 20.0)) == [Start(2, (2,))]
+
+
+def test_can_start_by_hand():
+    """fifo: nothing queued, no free GPU, or a head needing more GPUs than are free: False; sjf
+    does not stop at the head (a later, smaller job may fit); las (rounds): always True."""
+    s = make_state(1, 4)
+    fifo, sjf, las = get_policy("fifo"), get_policy("sjf"), get_policy("las")
+    assert (fifo.can_start(make_view(s)), sjf.can_start(make_view(s)), las.can_start(make_view(s))) == (
+        False, False, True)
+    s.submit(job(0, 2))
+    s.submit(job(1, 3))
+    s.submit(job(2, 1, work=10.0))
+    run_on(s, 0, (0, 1))  # queue: job 1 (3 GPUs), job 2 (1 GPU, shorter); 2 GPUs free
+    assert (fifo.can_start(make_view(s)), sjf.can_start(make_view(s))) == (False, True)
+    assert fifo.decide(make_view(s)) == [] and sjf.decide(make_view(s)) == [Start(2, (2,))]
+    run_on(s, 2, (2,))
+    s.submit(job(3, 1))
+    run_on(s, 3, (3,))  # no GPU free
+    assert (fifo.can_start(make_view(s)), sjf.can_start(make_view(s))) == (False, False)
+    s.finish(0)  # 2 free again, head still job 1 (3 GPUs)
+    assert fifo.can_start(make_view(s)) is False
+    s.finish(2)  # 3 free: the head fits
+    assert fifo.can_start(make_view(s)) is True
+    assert fifo.decide(make_view(s)) == [Start(1, (0, 1, 2))]
