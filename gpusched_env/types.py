@@ -14,6 +14,7 @@ from gpusched_env.vocabulary import EXCLUSIVE, MPS, MPS_PRIORITY, TIME_SLICING, 
 
 PERF_CLASSES: tuple[str, ...] = ("A", "B", "C", "D")
 """PAL's application classes (CALIBRATION.md, PAL). Index = column of the variability matrix."""
+_CLASS_INDEX: dict[str, int] = {c: i for i, c in enumerate(PERF_CLASSES)}  # one dict read per call
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +56,11 @@ class Job:
 
     @property
     def class_index(self) -> int:
-        return PERF_CLASSES.index(self.perf_class)
+        """Column of ``perf_class`` in :data:`PERF_CLASSES` (ValueError for another class)."""
+        try:
+            return _CLASS_INDEX[self.perf_class]
+        except KeyError:
+            raise ValueError(f"Job {self.job_id}: perf_class must be one of {PERF_CLASSES}, got {self.perf_class!r}") from None
 
 
 SHARING_KINDS: tuple[str, ...] = (TIME_SLICING, EXCLUSIVE, MPS, MPS_PRIORITY)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -46,6 +47,10 @@ from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView
+
+_JOB_ID, _MODEL, _PERF_CLASS = attrgetter("job_id"), attrgetter("model"), attrgetter("perf_class")
+_NUM_GPUS, _WORK_ITERS = attrgetter("num_gpus"), attrgetter("work_iters")
+_MEM_GB, _ARRIVAL_S, _GPU_TYPE = attrgetter("mem_gb"), attrgetter("arrival_s"), attrgetter("gpu_type")
 
 __all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
@@ -124,19 +129,23 @@ class JobCache:
         self._enq = None
         if not jobs:
             return
-        ids = np.fromiter((j.job_id for j in jobs), dtype=np.int64, count=len(jobs))
+        n = len(jobs)
+        # map + attrgetter throughout: no Python frame per job (a reset fills a run's thousands)
+        ids = np.fromiter(map(_JOB_ID, jobs), dtype=np.int64, count=n)
         top = int(ids.max()) + 1
         if top > self.work.size:
             self._grow(top)
-        per_model: dict[str, float] = {}
-        for j in jobs:
-            if j.model not in per_model:
-                per_model[j.model] = base_iter_s(j.model)
-        gpus = np.fromiter((j.num_gpus for j in jobs), dtype=np.int64, count=len(jobs))
-        cls = np.fromiter((j.class_index for j in jobs), dtype=np.int64, count=len(jobs))
-        work = np.fromiter((j.work_iters * per_model[j.model] for j in jobs), dtype=np.float64, count=len(jobs))
+        models = list(map(_MODEL, jobs))
+        per_model = {m: base_iter_s(m) for m in dict.fromkeys(models)}
+        classes = list(map(_PERF_CLASS, jobs))
+        cls_of = {c: j.class_index for c, j in dict(zip(classes, jobs, strict=True)).items()}
+        gpus = np.fromiter(map(_NUM_GPUS, jobs), dtype=np.int64, count=n)
+        cls = np.fromiter(map(cls_of.__getitem__, classes), dtype=np.int64, count=n)
+        work = np.fromiter(map(_WORK_ITERS, jobs), dtype=np.float64, count=n)
+        work *= np.fromiter(map(per_model.__getitem__, models), dtype=np.float64, count=n)
         work /= 3600.0
-        mem = np.fromiter((j.mem_gb for j in jobs), dtype=np.float64, count=len(jobs))
+        mem = np.fromiter(map(_MEM_GB, jobs), dtype=np.float64, count=n)
+        arrival = np.fromiter(map(_ARRIVAL_S, jobs), dtype=np.float64, count=n)
         self.work[ids] = work
         self.gpus[ids] = gpus
         self.cls[ids] = cls
@@ -150,15 +159,14 @@ class JobCache:
         block[:, 0] = 1.0
         block[:, 1] = np.log2(1.0 + gpus) / math.log2(1.0 + topo.n_gpus)
         block[np.arange(len(jobs)), 2 + cls] = 1.0
-        block[:, ARRIVAL_COL] = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs)) / 3600.0
+        block[:, ARRIVAL_COL] = arrival / 3600.0
         block[:, 7] = np.log1p(work)
         block[:, 10] = gpus  # scaled by 1 / free GPUs when observed
         self.slot[ids] = block
         min_mem = topo.min_gpu_mem_gb
-        self.constrained |= bool((mem > min_mem).any()) or any(j.gpu_type is not None for j in jobs)
+        self.constrained |= bool((mem > min_mem).any()) or list(map(_GPU_TYPE, jobs)).count(None) != n
         self._seen.update(ids.tolist())
         if first:
-            arrival = np.fromiter((j.arrival_s for j in jobs), dtype=np.float64, count=len(jobs))
             by_rank = ids[np.lexsort((ids, arrival, work))]
             rank = np.full(self.work.size, -1, dtype=np.int64)
             rank[by_rank] = np.arange(len(jobs))
