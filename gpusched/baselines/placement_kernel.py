@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpusched_env.compiled import sort_head
+
 
 @njit(cache=True, nogil=True)
 def packed_k(eligible, n, node_first, out):  # pragma: no cover (compiled)
@@ -63,11 +65,5 @@ def packed_k(eligible, n, node_first, out):  # pragma: no cover (compiled)
                 m += 1
                 if m == n:
                     break
-    for i in range(1, n):  # ascending ids (insertion sort)
-        x = out[i]
-        j = i
-        while j > 0 and out[j - 1] > x:
-            out[j] = out[j - 1]
-            j -= 1
-        out[j] = x
+    sort_head(out, n)  # ascending ids
     return n

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from gpusched_env.compiled import sort_head
+
 NODE_FEATURES = 8
 SLOT_FEATURES = 11
 GLOBAL_FEATURES = 8
@@ -154,11 +156,7 @@ def least_interference_k(  # the ``least_interference`` option (gpusched_env/env
         t = cand[i]
         cand[i] = cand[best]
         cand[best] = t
-    for i in range(n):  # ascending ids (insertion sort of a few entries)
-        x = cand[i]
-        p = i
-        while p > 0 and out[p - 1] > x:
-            out[p] = out[p - 1]
-            p -= 1
-        out[p] = x
+    for i in range(n):
+        out[i] = cand[i]
+    sort_head(out, n)
     return n
