@@ -10,6 +10,11 @@ plus a tick every ``round_s`` seconds; a v1 policy keeps the env's round clock
 the same round points. The env id and arguments the model was trained with travel inside
 ``model.zip`` (member ``gpusched_env.json``), so the file alone is enough; :func:`describe_agent`
 says which env and whether the model saw job lengths (``clairvoyant``).
+
+Any cluster shape: a set model (``tokens``) pads its node rows to the cluster decided on; a flat model
+sees a cluster of another node count than its own through a :class:`gpusched.agents.fold.NodeFold`
+(its actions name window slots and options, no node), logged once per shape. :func:`check_shapes`
+refuses a model whose stored queue window or options do not fit its network.
 """
 
 from __future__ import annotations
