@@ -20,8 +20,9 @@ the mean ``sf - 1`` over its *free* GPUs (``sum / max(free, 1)``: 0 when none is
   ``sum(f_c free) / sum free`` (weighted by free GPUs, 0 when the group has none). Free and up counts
   are read back as integers (``rint(f s)``); a group of one node keeps its row exactly.
 - ``M < N``: the ``M`` nodes in the first slots, the other ``N - M`` slots absent: all 8 features 0. That is
-  what the observation shows of a node that is down (``ClusterState.set_up``: not up, so no GPU free,
-  slowdown 0 "when none is free", no resident job) and draws nothing: a slot no job can go to.
+  what the observation shows of a node that is down (``Simulator.fail_node``: not up, so no GPU free,
+  slowdown 0 "when none is free", no resident job) except the power, which a failed node's idle GPUs still
+  draw and an absent node does not: a slot no job can go to.
 - ``M == N``: the observation itself (byte-identical).
 
 Computed in float64 from the float32 observation, then rounded to float32: a folded row equals the row
