@@ -166,7 +166,9 @@ def test_corrupt_agent_names_the_path(corrupt_zip, tmp_path, capsys, monkeypatch
     assert f"agent_path '{corrupt_zip}': not a readable model.zip (BadZipFile" in line
 
 
-def test_agent_of_another_scenario_names_it(tmp_path, capsys, monkeypatch):
+def test_agent_of_another_window_names_its_scenario(tmp_path, capsys, monkeypatch):
+    """Another node count is folded (gpusched/agents/fold.py); a model whose stored queue window is not the one
+    its network was built for cannot play anywhere: a one-line error naming the scenario it was trained on."""
     import gymnasium as gym
     import torch
     from sb3_contrib import MaskablePPO
@@ -181,7 +183,7 @@ def test_agent_of_another_scenario_names_it(tmp_path, capsys, monkeypatch):
     model.save(str(path))
     u = env.unwrapped
     write_meta(path, {"algo": "maskable_ppo", "scenario": "synthetic_small",
-                      "env": {"queue_slots": u.k, "fifo_slots": u.fifo_slots,
+                      "env": {"queue_slots": u.k + 1, "fifo_slots": u.fifo_slots,  # not the model's window
                               "options": list(u.option_set.names), "max_actions_per_decision": 64}})
     code, _, err = run_main(["scenario=synthetic_philly", "scenario.workload.n_jobs=5", "seeds=[0]", "workers=1",
                              "plots=false", f"out_dir={tmp_path / 'o'}", "policies=[agent]", f"agent_path={path}"],

@@ -10,19 +10,27 @@ plus a tick every ``round_s`` seconds; a v1 policy keeps the env's round clock
 the same round points. The env id and arguments the model was trained with travel inside
 ``model.zip`` (member ``gpusched_env.json``), so the file alone is enough; :func:`describe_agent`
 says which env and whether the model saw job lengths (``clairvoyant``).
+
+Any cluster shape: a set model (``tokens``) pads its node rows to the cluster decided on; a flat model
+sees a cluster of another node count than its own through a :class:`gpusched.agents.fold.NodeFold`
+(its actions name window slots and options, no node), logged once per shape. :func:`check_shapes`
+refuses a model whose stored queue window or options do not fit its network.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import logging
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from gpusched.agents.fold import NodeFold
 from gpusched_env.config_util import ConfigError
+from gpusched_env.envs.kernels import NODE_FEATURES
 from gpusched_env.envs.observe import DecisionBuilder, JobCache, obs_size
 from gpusched_env.envs.options import OptionSet, pal_params
 from gpusched_env.envs.preempt import PreemptBuilder, n_actions_v1, obs_size_v1
@@ -36,12 +44,15 @@ from gpusched_env.envs.tokens import (
 )
 from gpusched_env.rounds import RoundClock
 from gpusched_env.scenario import Scenario
+from gpusched_env.topology import Topology
 from gpusched_env.types import Decision
 from gpusched_env.view import ClusterView
 
 META_MEMBER = "gpusched_env.json"
 ALGOS = ("maskable_ppo", "ppo", "dqn")
 ENV_V0, ENV_V1 = "gpusched/Cluster-v0", "gpusched/Cluster-v1"
+log = logging.getLogger("gpusched.agents")
+_NOTED: set[tuple[str, int, tuple[int, ...]]] = set()  # (model, N, node sizes) already logged in this process
 
 
 def write_meta(model_zip: str | Path, meta: dict[str, Any]) -> None:
@@ -169,6 +180,21 @@ class _ModelPolicy:
         self.events = True
         self.cache = JobCache()
         self._n = 0
+        self.path = ""  # the agent_path it was loaded from (for the log)
+        self.model_nodes: int | None = None  # a flat model: its node rows (check_shapes); None: a set model
+        self._fold_topo: Topology | None = None  # the topology the fold below was built for
+        self._fold: NodeFold | None = None  # None: the cluster has the model's node count (or a set model)
+
+    def _flat_obs(self, obs: np.ndarray, topo: Topology) -> np.ndarray:
+        """A flat model's observation: the builder's own, or on a cluster of another node count its node
+        block folded to the model's node rows (:class:`gpusched.agents.fold.NodeFold`)."""
+        if topo is not self._fold_topo:
+            self._fold_topo = topo
+            n = self.model_nodes
+            self._fold = None if n is None or n == topo.n_nodes else NodeFold.of(n, topo)
+            if self._fold is not None:
+                note_fold(self.path, self._fold)
+        return obs if self._fold is None else self._fold.apply(obs)
 
     def _tick(self) -> None:
         """Count a decision; the job cache is cleared every 512 of them."""
@@ -191,7 +217,7 @@ class AgentPolicy(_ModelPolicy):
 
     def _action(self, b: DecisionBuilder) -> int:
         if not self.tokens:
-            return predict(self.model, b.observe(), b.mask(), self.masked)
+            return predict(self.model, self._flat_obs(b.observe(), b.topo), b.mask(), self.masked)
         from gpusched.agents.set_extractor import set_action
 
         p = len(self.options)
@@ -230,7 +256,7 @@ class PreemptAgentPolicy(_ModelPolicy):
 
     def _action(self, b: PreemptBuilder) -> int:
         if not self.tokens:
-            return predict(self.model, b.observe(), b.mask(), self.masked)
+            return predict(self.model, self._flat_obs(b.observe(), b.topo), b.mask(), self.masked)
         from gpusched.agents.set_extractor import set_action
 
         p = len(self.options)
@@ -284,16 +310,28 @@ def load_agent_policy(
         policy = AgentPolicy(model, meta, scn, workload)
     else:
         raise ConfigError(f"agent_path {str(path)!r}: env_id {env_id!r} in {META_MEMBER}; known: {[ENV_V0, ENV_V1]}")
+    policy.path = str(path)
     check_shapes(policy, model, meta, scn, path)
+    if policy.model_nodes is not None and policy.model_nodes != scn.cluster.topology().n_nodes:
+        note_fold(policy.path, NodeFold.of(policy.model_nodes, scn.cluster.topology()))
     return policy
+
+
+def note_fold(path: str, fold: NodeFold) -> None:
+    """Log once per process and cluster shape that a flat model sees the cluster through a node fold."""
+    key = (path, fold.model_nodes, fold.node_sizes)
+    if key not in _NOTED:
+        _NOTED.add(key)
+        log.warning(f"agent_path {path!r}: {fold.describe()}")
 
 
 def check_shapes(
     policy: AgentPolicy | PreemptAgentPolicy, model: Any, meta: dict[str, Any], scn: Scenario, path: str | Path
 ) -> None:
-    """The model's observation and action sizes are this scenario's, else a ConfigError naming the
-    scenario the model was trained on."""
-    n_nodes = scn.cluster.topology().n_nodes
+    """The model's action count and the window part of its observation are those of its stored queue
+    window and options, else a ConfigError naming the scenario the model was trained on. The node count
+    may differ from this scenario's: a set model pads to it; a flat one records its node rows in
+    ``policy.model_nodes`` and is shown the cluster through a :class:`NodeFold`."""
     if policy.tokens:  # a set model fits any cluster: check its options
         if isinstance(policy, PreemptAgentPolicy):
             want_act = policy.max_queue * len(policy.options) + policy.max_running + 1
@@ -305,16 +343,21 @@ def check_shapes(
                               f"{what} = {want_act}")
         return
     if isinstance(policy, PreemptAgentPolicy):
-        want_obs = obs_size_v1(n_nodes, policy.k, policy.r)
+        window = obs_size_v1(0, policy.k, policy.r)  # the slot rows and globals: no node row
         want_act = n_actions_v1(policy.k, policy.r, len(policy.options))
+        stored = f"queue_slots={policy.k}, running_slots={policy.r}, {len(policy.options)} options"
     else:
-        want_obs = obs_size(n_nodes, policy.k)
+        window = obs_size(0, policy.k)
         want_act = policy.k * len(policy.options) + 1
+        stored = f"queue_slots={policy.k}, {len(policy.options)} options"
     got_obs = tuple(getattr(model.observation_space, "shape", ()) or ())
     got_act = int(getattr(model.action_space, "n", want_act))
-    if got_obs != (want_obs,) or got_act != want_act:
+    rows, left = divmod(got_obs[0] - window, NODE_FEATURES) if len(got_obs) == 1 else (0, 1)
+    if got_act != want_act or left or rows < 1:
         raise ConfigError(
             f"agent_path {str(path)!r}: this model was trained on scenario {meta.get('scenario', '?')!r} "
-            f"(observation {list(got_obs)}, {got_act} actions); scenario {scn.name!r} needs observation "
-            f"[{want_obs}] and {want_act} actions: train one on it (gpusched-train scenario={scn.name})"
+            f"(observation {list(got_obs)}, {got_act} actions); scenario {scn.name!r} needs {want_act} actions "
+            f"and an observation of nodes x {NODE_FEATURES} + {window} for its stored {stored}: train one "
+            f"with them (gpusched-train scenario={scn.name})"
         )
+    policy.model_nodes = rows  # another node count than the cluster's is folded (NodeFold)

@@ -92,9 +92,34 @@ def test_describe_agent_says_env_and_clairvoyance(cloned_las, tmp_path):
     assert d["env_id"] == "gpusched/Cluster-v1" and d["clairvoyant"] is False and d["algo"] == "maskable_ppo"
 
 
-def test_v1_model_on_another_cluster_is_a_named_error(cloned_las):
-    with pytest.raises(ConfigError, match="trained on scenario"):
-        load_agent_policy(cloned_las, load_scenario("synthetic_small"))
+def test_v1_model_plays_another_node_count_and_refuses_another_window(cloned_las, tmp_path):
+    """Trained on 16 nodes, it plays synthetic_small's 2 through the node fold (every job finishes); the same
+    weights with a stored window of another size (running_slots + 1) or another option list are a named error."""
+    import copy
+    import json
+    import zipfile
+
+    scn = load_scenario("synthetic_small")
+    policy = load_agent_policy(cloned_las, scn)
+    assert policy.model_nodes == 16
+    _, res = simulate(scn, policy, 0, 0)
+    assert compute_metrics(res)["jobs_finished"] == scn.workload.n_jobs == 40
+    with zipfile.ZipFile(cloned_las) as z:
+        meta = json.loads(z.read("gpusched_env.json"))
+    slots, opts = copy.deepcopy(meta), copy.deepcopy(meta)
+    slots["env"]["running_slots"] += 1  # another observation (17 more window entries)
+    opts["env"]["options"] += ["spread"]  # the same observation, 8 more start actions
+    for i, (changed, needs) in enumerate([(slots, r"\d+ actions .* running_slots=9, 1 options"),
+                                          (opts, r"2 options")]):
+        bad = tmp_path / f"bad{i}.zip"
+        with zipfile.ZipFile(cloned_las) as zin, zipfile.ZipFile(bad, "w") as zout:
+            for item in zin.infolist():
+                if item.filename != "gpusched_env.json":
+                    zout.writestr(item, zin.read(item.filename))
+        write_meta(bad, changed)
+        with pytest.raises(ConfigError, match=r"trained on scenario 'synthetic_small' \(observation \[\d+\], \d+ "
+                                              rf"actions\); scenario 'synthetic_small' needs .*{needs}"):
+            load_agent_policy(bad, scn)
 
 
 def test_env_group_cluster_v1_reaches_the_env_and_the_model_meta():

@@ -16,7 +16,6 @@ from gpusched.agents.adapter import PreemptAgentPolicy, load_agent_policy, write
 from gpusched.agents.bc import clone, collect_v1, make_teacher
 from gpusched.agents.set_extractor import SetPolicy, action_probs, set_action
 from gpusched_env.cluster.build import simulate
-from gpusched_env.config_util import ConfigError
 from gpusched_env.envs import ClusterV1Env
 from gpusched_env.envs.tokens import TOKEN_SLOT_FEATURES_V1 as W
 from gpusched_env.envs.tokens import token_space_v1
@@ -93,15 +92,20 @@ def test_the_token_env_plays_the_checkpoint_on_another_size(v1_model):
     assert compute_metrics(env.result())["jobs_finished"] == 30 and env.invalid_actions == 0
 
 
-def test_a_flat_v1_model_is_still_refused_on_another_shape(tmp_path):
+def test_a_flat_v1_model_plays_another_shape_through_the_node_fold(tmp_path):
+    """A flat v1 model of synthetic_small (2 nodes x 4 GPUs) plays 3 x 8 GPUs to the end (its 3 nodes grouped
+    into the model's 2 node slots)."""
     from sb3_contrib import MaskablePPO
 
     model = MaskablePPO("MlpPolicy", ClusterV1Env(SCN), n_steps=16, batch_size=16, seed=0, device="cpu")
     path = tmp_path / "flat.zip"
     model.save(str(path))
     write_meta(path, {"algo": "maskable_ppo", "env_id": "gpusched/Cluster-v1", "scenario": SCN, "env": {}})
-    with pytest.raises(ConfigError, match="trained on scenario 'synthetic_small'"):
-        load_agent_policy(path, _variant(3, 8, 30))
+    scn = _variant(3, 8, 30)
+    policy = load_agent_policy(path, scn)
+    assert policy.model_nodes == 2
+    _, res = simulate(scn, policy, 0, 0)
+    assert compute_metrics(res)["jobs_finished"] == 30
 
 
 def test_lifts_are_scored_per_running_row_and_count_with_the_starts():
