@@ -9,9 +9,11 @@ Reports env steps/s (actions per second; reset and workload building excluded), 
 and, with ``--model``, the steps/s of the model's own masked predictions through the env. With
 ``--with-resets`` every episode has a new run seed (as training with ``run_seeds: null`` has), so each
 reset builds its workload, and ``steps_per_s_with_resets`` counts the resets' time too (the same
-episodes give both figures). The
-process is pinned to one CPU (``--cpu``); one warm-up episode first (library start-up such as
-scikit-learn's first K-Means call, ~1 s, is not throughput). Each repeat runs the same episodes;
+episodes give both figures); ``steps_per_episode``, ``reset_ms`` (wall, mean per reset: building the
+run and simulating up to its first decision point) and ``resets_share`` (of the wall time with
+resets) say how much of that figure the resets are. The process is pinned to one CPU (``--cpu``);
+one warm-up episode first (library start-up such as scikit-learn's first K-Means call, ~1 s, is not
+throughput). Each repeat runs the same episodes;
 the median repeat is reported, all repeats are listed.
 """
 
@@ -81,7 +83,9 @@ def run(scenario: str, episodes: int, seed: int, model_path: str | None = None,
            "steps_per_cpu_s": round(steps / cpu, 1), "decision_points_per_s": round(points / wall, 1)}
     if with_resets:
         out.update(resets_s=round(resets, 3), steps_per_s_with_resets=round(steps / (wall + resets), 1),
-                   steps_per_cpu_s_with_resets=round(steps / (cpu + resets_cpu), 1))
+                   steps_per_cpu_s_with_resets=round(steps / (cpu + resets_cpu), 1),
+                   steps_per_episode=round(steps / episodes, 1), reset_ms=round(1e3 * resets / episodes, 2),
+                   resets_share=round(resets / (wall + resets), 3))
     return out
 
 

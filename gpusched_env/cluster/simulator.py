@@ -94,6 +94,8 @@ class Simulator:
         checker: InvariantChecker | None = None,
         max_jobs_per_gpu: int = 4,
     ) -> None:
+        from operator import attrgetter  # (here, so that the set-up stays one hunk)
+
         self.topology = topology
         self.model = model or SimModel()
         self.models = dict(models or {})
@@ -117,11 +119,12 @@ class Simulator:
         self.speed = DataParallelSpeed(topology, self.state, device, self.model.locality, factors, self.spec)
         self.power = PowerLedger(topology, self.model.power, self.model.timeline)
         self.env = EventClock()  # simulated time (``env.now``) and the event queue
-        self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.job_id))
+        self.jobs = sorted(jobs, key=attrgetter("arrival_s", "job_id"))  # (arrival, id) tuples, as before
         self._check_jobs()
-        self.records: dict[int, JobRecord] = {j.job_id: JobRecord(j) for j in self.jobs}
-        self.done: dict[int, float] = {j.job_id: 0.0 for j in self.jobs}
-        self.attained: dict[int, float] = {j.job_id: 0.0 for j in self.jobs}
+        ids = list(map(attrgetter("job_id"), self.jobs))  # map, not a comprehension: no frame per job
+        self.records: dict[int, JobRecord] = dict(zip(ids, map(JobRecord, self.jobs), strict=True))
+        self.done: dict[int, float] = dict.fromkeys(ids, 0.0)
+        self.attained: dict[int, float] = dict.fromkeys(ids, 0.0)
         self.runs: dict[int, _Run] = {}
         self.completed: list[int] = []
         self._tracked_left = sum(1 for j in self.jobs if j.tracked)

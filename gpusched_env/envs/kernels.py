@@ -5,7 +5,8 @@ Plain loops over GPUs, nodes and window slots. The features are defined in the d
 :mod:`gpusched_env.envs.observe`; ``tests/envs/test_observation_kernel.py`` checks this code against
 a plain numpy transcription of that definition. :func:`least_interference_k` is the
 ``least_interference`` placement option in one call (``tests/envs/test_env_step_paths.py`` checks it
-against the numpy rule in :mod:`gpusched_env.envs.options`). Compiled code is cached on disk
+against the numpy rule in :mod:`gpusched_env.envs.options`); :func:`take_k` is a start's update of
+the working state (``tests/envs/test_env_step_paths.py`` checks it against scalar updates). Compiled code is cached on disk
 (``cache=True``): the first run on a machine compiles for about a second, later runs load it.
 """
 
@@ -160,3 +161,19 @@ def least_interference_k(  # the ``least_interference`` option (gpusched_env/env
         out[i] = cand[i]
     sort_head(out, n)
     return n
+
+
+@njit(cache=True, nogil=True)
+def take_k(free, n_res, mem_used, gpus, mem):  # WorkingState.take (gpusched_env/envs/options.py), compiled
+    """Start a job of ``mem`` GB per GPU on the (distinct) GPU ids ``gpus``: clear ``free``, add one
+    resident job and ``mem`` to each; return how many of them were free. The same IEEE additions,
+    one per GPU, as the scalar updates."""
+    was_free = 0
+    for i in range(gpus.size):
+        g = gpus[i]
+        if free[g]:
+            was_free += 1
+            free[g] = False
+        n_res[g] += 1
+        mem_used[g] += mem
+    return was_free

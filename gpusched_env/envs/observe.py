@@ -48,9 +48,7 @@ from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView
 
-_JOB_ID, _MODEL, _PERF_CLASS = attrgetter("job_id"), attrgetter("model"), attrgetter("perf_class")
-_NUM_GPUS, _WORK_ITERS = attrgetter("num_gpus"), attrgetter("work_iters")
-_MEM_GB, _ARRIVAL_S, _GPU_TYPE = attrgetter("mem_gb"), attrgetter("arrival_s"), attrgetter("gpu_type")
+_FIELDS = attrgetter("job_id", "num_gpus", "work_iters", "mem_gb", "arrival_s", "model", "perf_class", "gpu_type")
 
 __all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
@@ -130,31 +128,34 @@ class JobCache:
         if not jobs:
             return
         n = len(jobs)
-        # map + attrgetter throughout: no Python frame per job (a reset fills a run's thousands)
-        ids = np.fromiter(map(_JOB_ID, jobs), dtype=np.int64, count=n)
+        # one attrgetter call per job for every field, transposed by zip (no Python frame per job: a
+        # reset fills a run's thousands)
+        id_t, gpus_t, work_t, mem_t, arrival_t, models, classes, types = zip(*map(_FIELDS, jobs), strict=True)
+        ids = np.array(id_t, dtype=np.int64)
         top = int(ids.max()) + 1
         if top > self.work.size:
             self._grow(top)
-        models = list(map(_MODEL, jobs))
         per_model = {m: base_iter_s(m) for m in dict.fromkeys(models)}
-        classes = list(map(_PERF_CLASS, jobs))
         cls_of = {c: j.class_index for c, j in dict(zip(classes, jobs, strict=True)).items()}
-        gpus = np.fromiter(map(_NUM_GPUS, jobs), dtype=np.int64, count=n)
+        gpus = np.array(gpus_t, dtype=np.int64)
         cls = np.fromiter(map(cls_of.__getitem__, classes), dtype=np.int64, count=n)
-        work = np.fromiter(map(_WORK_ITERS, jobs), dtype=np.float64, count=n)
+        work = np.array(work_t, dtype=np.float64)
         work *= np.fromiter(map(per_model.__getitem__, models), dtype=np.float64, count=n)
         work /= 3600.0
-        mem = np.fromiter(map(_MEM_GB, jobs), dtype=np.float64, count=n)
-        arrival = np.fromiter(map(_ARRIVAL_S, jobs), dtype=np.float64, count=n)
+        mem = np.array(mem_t, dtype=np.float64)
+        arrival = np.array(arrival_t, dtype=np.float64)
         self.work[ids] = work
         self.gpus[ids] = gpus
         self.cls[ids] = cls
         self.mem[ids] = mem
-        gpus_l, mem_l, work_l = self.gpus_l, self.mem_l, self.work_l
-        for i, g, m, w in zip(ids.tolist(), gpus.tolist(), mem.tolist(), work.tolist(), strict=True):
-            gpus_l[i] = g
-            mem_l[i] = m
-            work_l[i] = w
+        if first:  # the lists mirror the arrays: read them whole (the same values, one C call each)
+            self.gpus_l, self.mem_l, self.work_l = self.gpus.tolist(), self.mem.tolist(), self.work.tolist()
+        else:
+            gpus_l, mem_l, work_l = self.gpus_l, self.mem_l, self.work_l
+            for i, g, m, w in zip(id_t, gpus.tolist(), mem.tolist(), work.tolist(), strict=True):
+                gpus_l[i] = g
+                mem_l[i] = m
+                work_l[i] = w
         block = np.zeros((len(jobs), SLOT_FEATURES))
         block[:, 0] = 1.0
         block[:, 1] = np.log2(1.0 + gpus) / math.log2(1.0 + topo.n_gpus)
@@ -164,8 +165,8 @@ class JobCache:
         block[:, 10] = gpus  # scaled by 1 / free GPUs when observed
         self.slot[ids] = block
         min_mem = topo.min_gpu_mem_gb
-        self.constrained |= bool((mem > min_mem).any()) or list(map(_GPU_TYPE, jobs)).count(None) != n
-        self._seen.update(ids.tolist())
+        self.constrained |= bool((mem > min_mem).any()) or types.count(None) != n
+        self._seen.update(id_t)
         if first:
             by_rank = ids[np.lexsort((ids, arrival, work))]
             rank = np.full(self.work.size, -1, dtype=np.int64)

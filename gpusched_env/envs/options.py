@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from gpusched_env.catalog import find_model
-from gpusched_env.envs.kernels import least_interference_k
+from gpusched_env.envs.kernels import least_interference_k, take_k
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.scenario import Scenario
 from gpusched_env.types import Job
@@ -61,9 +61,10 @@ the catalogue utilisation of jobs started there in this batch) is below this: Ea
 default (gpusched/baselines/eaco.py; a choice there, the paper does not publish it)."""
 EXCLUSIVE: frozenset[str] = frozenset({"pal", "pm_first", "packed", "spread"})
 DEFAULT_PLACEMENTS = "gpusched.baselines.env_options:exclusive_placements"
-SCALAR_GPUS = 4
-"""choice: GPU sets up to this size are updated one scalar at a time, larger ones by fancy indexing
-(about 0.2 us per scalar update against 1-2 us per indexed one, measured here)."""
+SCALAR_GPUS = 2
+"""choice: GPU sets up to this size are updated one scalar at a time, larger ones by one compiled call
+(:func:`~gpusched_env.envs.kernels.take_k`: about 3 us for any size, against about 2 us for one GPU
+and 5-20 us for 4-16 GPUs one scalar at a time or by fancy indexing, measured here)."""
 MASK_MEMO_MAX = 4096
 """choice: window fit patterns whose mask entries an :class:`OptionSet` remembers (bytes each)."""
 
@@ -125,14 +126,9 @@ class WorkingState:
         """Start ``job`` on ``gpus`` in the working state; return how many of them were free."""
         free, n_res, mem_used, mem = self.ctx.free, self.n_res, self.mem_used, job.mem_gb
         n = len(gpus)
-        if n > SCALAR_GPUS:  # one update per array: a slice when the (distinct) ids are a range
-            lo = min(gpus)
-            idx: slice | np.ndarray = slice(lo, lo + n) if max(gpus) - lo + 1 == n else np.array(gpus, dtype=np.intp)
-            was_free = int(np.count_nonzero(free[idx]))
-            free[idx] = False
-            n_res[idx] += 1
-            mem_used[idx] += mem
-        else:  # scalar updates: cheaper than fancy indexing for a few GPUs
+        if n > SCALAR_GPUS:  # one compiled call
+            was_free = int(take_k(free, n_res, mem_used, np.array(gpus, dtype=np.intp), float(mem)))
+        else:  # scalar updates: cheaper than a call for one or two GPUs
             was_free = 0
             for g in gpus:
                 if free[g]:

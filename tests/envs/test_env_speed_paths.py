@@ -4,7 +4,8 @@
   per-option byte rows) equal a numpy transcription of their definition, along random rollouts on
   an exclusive cluster, a shared one and one whose jobs constrain their GPUs;
 - the JCT integral (a bisect on Python lists) equals the brute-force sum of ages;
-- PAL's background jobs (built from field values) equal ``dataclasses.replace`` copies.
+- PAL's background jobs (built from field values) equal ``dataclasses.replace`` copies;
+- a reset after other runs gives the episode a fresh env gives (nothing of one run leaks into the next).
 
 ``tests/envs/env_digest.py`` compares whole rollouts between two commits.
 """
@@ -140,6 +141,35 @@ def test_background_jobs_equal_replace_copies():
     assert [j.job_id for j in got] == [4, 5, 6, 7, 8]
     assert got[0].model == "vgg16" and got[0].priority == 2 and got[1].model == "resnet50"
     assert all(type(j.arrival_s) is float and j.tracked is False for j in got)
+
+
+def _rollout(env: gym.Env, workload: int, run_seed: int, steps: int) -> list[tuple[bytes, bytes, float]]:
+    """(observation, mask, reward) of ``steps`` seeded random masked actions after one reset."""
+    rng = np.random.default_rng(3)
+    obs, info = env.reset(seed=0, options={"workload": workload, "run_seed": run_seed})
+    out = [(obs.tobytes(), info["action_mask"].tobytes(), 0.0)]
+    for _ in range(steps):
+        valid = info["action_mask"].nonzero()[0]
+        obs, reward, term, trunc, info = env.step(int(valid[int(rng.random() * valid.size)]))
+        out.append((obs.tobytes(), info["action_mask"].tobytes(), float(reward)))
+        if term or trunc:
+            break
+    return out
+
+
+def test_reset_after_other_runs_gives_a_fresh_envs_episode():
+    """The same (workload, run seed) after runs of other workloads and seeds, in one env (its job
+    cache, workload cache and PAL's background copies reused across resets), gives the episode of a
+    fresh env, step for step."""
+    env = gym.make("gpusched/Cluster-v0", scenario="pal_philly")
+    first = _rollout(env, 1, 7, 80)
+    _rollout(env, 2, 8, 30)
+    _rollout(env, 1, 9, 30)
+    again = _rollout(env, 1, 7, 80)
+    fresh = _rollout(gym.make("gpusched/Cluster-v0", scenario="pal_philly"), 1, 7, 80)
+    assert len(first) == 81
+    assert again == first
+    assert fresh == first
 
 
 def test_added_util_summed_on_first_read_equals_the_running_sum():

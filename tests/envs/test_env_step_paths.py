@@ -104,10 +104,10 @@ def test_least_interference_by_hand():
 
 def test_take_many_gpus_equals_scalar_updates():
     ws, _ = _toy_state()  # n_res [1, 2, 0, 0, 0, 0], mem_used [8, 28, 0, 0, 0, 0], GPUs 0 and 1 not free
-    n = SCALAR_GPUS + 1
-    assert n == 5  # the hand-computed states below
+    n = 5
+    assert SCALAR_GPUS < n  # the compiled update (the hand-computed states below)
     big = Job(9, 0.0, n, 10.0, "resnet50", "A", 2.5)
-    assert ws.take(big, (0, 1, 2, 3, 4)) == 3  # a slice (a range of ids); GPUs 0 and 1 were not free
+    assert ws.take(big, (0, 1, 2, 3, 4)) == 3  # GPUs 0 and 1 were not free
     assert ws.n_res.tolist() == [2, 3, 1, 1, 1, 0]
     assert ws.mem_used.tolist() == [10.5, 30.5, 2.5, 2.5, 2.5, 0.0]
     assert ws.ctx.free.tolist() == [False] * 5 + [True]
@@ -117,11 +117,32 @@ def test_take_many_gpus_equals_scalar_updates():
     assert ws.n_res.tolist() == [3, 3, 1, 1, 1, 1]
     assert ws.mem_used.tolist() == [12.0, 30.5, 2.5, 2.5, 2.5, 1.5]
     assert ws.ctx.free.tolist() == [False] * 6
-    ws, _ = _toy_state()  # the same start on ids that are not a range: fancy indexing
+    ws, _ = _toy_state()  # the same start on ids that are not a range
     assert ws.take(big, (0, 1, 2, 3, 5)) == 3
     assert ws.n_res.tolist() == [2, 3, 1, 1, 0, 1]
     assert ws.mem_used.tolist() == [10.5, 30.5, 2.5, 2.5, 0.0, 2.5]
     assert ws.ctx.free.tolist() == [False, False, False, False, True, False]
+
+
+def test_take_compiled_equals_scalar_updates_on_random_sets():
+    """Every GPU-set size (one or two GPUs: scalar updates; more: the compiled call) leaves the same
+    arrays and count as one plain scalar update per GPU."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        ws, _ = _toy_state()
+        free, n_res, mem_used = ws.ctx.free.copy(), ws.n_res.copy(), ws.mem_used.copy()
+        gpus = tuple(sorted(rng.choice(6, size=int(rng.integers(1, 7)), replace=False).tolist()))
+        job = Job(9, 0.0, len(gpus), 10.0, "resnet50", "A", float(rng.choice([0.0, 0.1, 2.5])))
+        want = 0
+        for g in gpus:
+            want += bool(free[g])
+            free[g] = False
+            n_res[g] += 1
+            mem_used[g] += job.mem_gb
+        assert ws.take(job, gpus) == want
+        assert ws.ctx.free.tolist() == free.tolist()
+        assert ws.n_res.tolist() == n_res.tolist()
+        assert ws.mem_used.tolist() == mem_used.tolist()
 
 
 @pytest.mark.parametrize("env_id", ["gpusched/Cluster-v0", "gpusched/Cluster-v1"])
