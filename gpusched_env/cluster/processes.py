@@ -3,12 +3,12 @@ factors, and node failures with repair. Each draws from its own child stream of 
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import numpy as np
+from numba import njit
 
 from gpusched_env.cluster.clock import URGENT, EventClock
 from gpusched_env.cluster.model import FailureConfig, StragglerConfig
@@ -40,10 +40,12 @@ class Stragglers:
     :class:`~gpusched_env.cluster.model.StragglerConfig`).
 
     The toggles are a timeline of their own (a heap ordered by time, then by the order they were
-    scheduled in), not events of the host's clock: most toggle GPUs that hold no job, which changes nothing but
-    the GPU's factor, so the host merges the timeline into its event loop with :meth:`run_before`
-    and handles only the toggles that touch jobs itself. The draws are taken in toggle order, so
-    the result is the same as toggles run as events in time order.
+    scheduled in), not events of the host's clock: most toggle GPUs that hold no job, which changes
+    nothing but the GPU's factor, so the host merges the timeline into its event loop with
+    :meth:`run_before` and handles only the toggles that touch jobs itself. The draws are taken in
+    toggle order, so the result is the same as toggles run as events in time order. The timeline
+    runs in a compiled loop (:func:`_run_toggles`) that returns only at a toggle of a GPU holding
+    jobs; its state is kept in arrays (heap, per-GPU flags, factors noted while idle, draws).
     """
 
     def __init__(self, host: Host, cfg: StragglerConfig, n_gpus: int, rng: np.random.Generator) -> None:
@@ -51,104 +53,155 @@ class Stragglers:
         self.host, self.rng = host, rng
         self.mean_on = STRAGGLER_EPISODE_SAMPLES * cfg.sample_s
         self.mean_off = self.mean_on * (1 - frac) / frac
-        self.slowed = [False] * n_gpus
-        self._buf: list[tuple[float, float]] = []
-        self._heap: list[tuple[float, int, int, bool]] = []  # (time, order scheduled, GPU, turns on)
-        self._seq = 0
-        self._stale: dict[int, float] = {}  # GPU -> factor not yet applied (it held no job)
+        self.n_gpus = n_gpus
+        # per GPU: row 0 heap times, row 1 slowed (0/1), row 2 factor noted while idle (NaN: none)
+        self._gf = np.zeros((3, n_gpus))
+        self._gf[2] = np.nan
+        # heap payload: row 0 order scheduled, row 1 GPU, row 2 the toggle turns a slowdown on (0/1)
+        self._gi = np.zeros((3, n_gpus), dtype=np.int64)
+        self._draws = np.zeros((2, 0))  # row 0 slowdown magnitudes, row 1 standard exponentials
+        self._st = np.zeros(3, dtype=np.int64)  # next order to schedule, next draw, GPUs noted
+        self._means = np.array([self.mean_on, self.mean_off])
         now = float(host.env.now)
-        for g in range(n_gpus):
-            self._toggle(now, g, on=False)
+        first: list[tuple[float, int, int, int]] = []
+        for g in range(n_gpus):  # a normal period begins on each GPU (not slowed: no factor)
+            _, exp = self._draw()
+            first.append((now + exp * self.mean_off, g, g, 1))
+        first.sort()  # a sorted array is a heap
+        for i, (t, seq, g, on) in enumerate(first):
+            self._gf[0, i] = t
+            self._gi[:, i] = (seq, g, on)
+        self._st[0] = n_gpus
+        self.next_t = first[0][0] if first else math.inf
+        """Time of the next toggle."""
 
     @property
-    def next_t(self) -> float:
-        """Time of the next toggle."""
-        return self._heap[0][0] if self._heap else math.inf
+    def slowed(self) -> list[bool]:
+        """Per GPU: in a straggling period with a slowdown other than 1."""
+        return [bool(x) for x in self._gf[1]]
 
-    def _toggle(self, t: float, g: int, on: bool) -> float | None:
-        """Toggle GPU ``g`` at time ``t`` and schedule its next toggle; returns the GPU's new factor,
-        or None when it does not change (a normal period begins on a GPU that was not slowed)."""
-        mag, exp = self._draw()
-        factor: float | None
-        if on:
-            self.slowed[g] = mag != 1.0
-            factor = mag
-            delay = exp * self.mean_on
-        else:
-            factor = 1.0 if self.slowed[g] else None
-            self.slowed[g] = False
-            delay = exp * self.mean_off
-        heapq.heappush(self._heap, (t + delay, self._seq, g, not on))
-        self._seq += 1
-        return factor
+    @property
+    def stale(self) -> dict[int, float]:
+        """GPU -> factor noted while it held no job, not yet told to the host."""
+        f = self._gf[2]
+        return {int(g): float(f[g]) for g in np.flatnonzero(~np.isnan(f))}
 
     def run_before(
-        self, limit: float, resident: Sequence[Sized], apply: Callable[[float, int, float], float],
+        self, limit: float, n_resident: np.ndarray, apply: Callable[[float, int, float], float],
     ) -> None:
         """Run the toggles due before ``limit`` in order. A toggle of a GPU that holds no job
-        (``resident[g]`` empty) changes nothing but the GPU's factor: it is only noted here, and
-        the host learns it from :meth:`flush` before a job starts there. A toggle of a GPU that
-        holds jobs is handed to the host, ``apply(time, GPU, factor)``, which applies it at that
-        time and returns the new limit (it may arm events before ``limit``).
-
-        The steps of :meth:`_toggle` written out (most events of a long run are toggles); the
-        popped toggle is replaced by the GPU's next one in one heap operation (the order is the
-        same: (time, order scheduled) keys are unique)."""
-        heap, stale, slowed = self._heap, self._stale, self.slowed
-        mean_on, mean_off = self.mean_on, self.mean_off
-        buf, seq = self._buf, self._seq
-        while heap:
-            t, _, g, on = heap[0]
-            if t >= limit:
-                break
-            if not buf:
+        (``n_resident[g]`` 0) changes nothing but the GPU's factor: it is only noted, and the host
+        learns it from :meth:`flush` before a job starts there. A toggle of a GPU that holds jobs
+        is handed to the host, ``apply(time, GPU, factor)``, which applies it at that time and
+        returns the new limit (it may arm events before ``limit``)."""
+        if not self.n_gpus:
+            return
+        gf, gi, means, st = self._gf, self._gi, self._means, self._st
+        while True:
+            status, t, g, factor = _run_toggles(limit, n_resident, gf, gi, self._draws, means, st)
+            if status == _DONE:
+                self.next_t = t
+                return
+            if status == _REFILL:
                 self._refill()
-                buf = self._buf
-            mag, exp = buf.pop()
-            factor: float | None
-            if on:
-                slowed[g] = mag != 1.0
-                factor = mag
-                delay = exp * mean_on
-            else:
-                factor = 1.0 if slowed[g] else None
-                slowed[g] = False
-                delay = exp * mean_off
-            heapq.heapreplace(heap, (t + delay, seq, g, not on))
-            seq += 1
-            if factor is None:
                 continue
-            if resident[g]:
-                self._seq = seq  # (the host sees the timeline as it is)
-                limit = apply(t, g, factor)
-            else:
-                stale[g] = factor
-        self._seq = seq
+            limit = apply(t, g, factor)
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
-        stale = self._stale
-        if stale:
+        st = self._st
+        if st[2]:
+            noted = self._gf[2]
             for g in gpus:
-                factor = stale.pop(g, None)
-                if factor is not None:
-                    apply(g, factor)
+                factor = noted[g]
+                if factor == factor:  # not NaN
+                    noted[g] = math.nan
+                    st[2] -= 1
+                    apply(g, float(factor))
 
     def flush_all(self, apply: Callable[[int, float], None]) -> None:
         """:meth:`flush` for every GPU (in GPU order)."""
-        self.flush(sorted(self._stale), apply)
+        self.flush(np.flatnonzero(~np.isnan(self._gf[2])).tolist(), apply)
 
     def _draw(self) -> tuple[float, float]:
-        """(slowdown magnitude, standard exponential) from pre-drawn batches of the stream."""
-        if not self._buf:
+        """The next (slowdown magnitude, standard exponential)."""
+        st, d = self._st, self._draws
+        if st[1] == d.shape[1]:
             self._refill()
-        return self._buf.pop()
+            d = self._draws
+        i = int(st[1])
+        st[1] = i + 1
+        return float(d[0, i]), float(d[1, i])
 
     def _refill(self) -> None:
-        """The next batch of draws (popped from the end, so kept reversed)."""
+        """The next batch of draws of the stream, taken in order."""
         mags = np.interp(self.rng.random(4096), QUANTILE_GRID, STRAGGLER_SLOWDOWN)
-        self._buf = list(zip(mags.tolist(), self.rng.standard_exponential(4096).tolist(), strict=True))
-        self._buf.reverse()
+        self._draws = np.stack([mags, self.rng.standard_exponential(4096)])
+        self._st[1] = 0
+
+
+_DONE, _REFILL, _HIT = 0, 1, 2
+
+
+@njit(cache=True, nogil=True)
+def _run_toggles(limit, n_resident, gf, gi, draws, means, st):  # pragma: no cover (compiled)
+    """The toggles due before ``limit``, in (time, order scheduled) order, each replaced on the
+    heap by its GPU's next one: a GPU's straggling period (mean ``means[0]``) or normal period
+    (``means[1]``) of a standard exponential draw; a straggling period takes the slowdown
+    magnitude drawn with it. Returns ``(_HIT, time, GPU, factor)`` at the first toggle that changes
+    the factor of a GPU holding jobs (``n_resident``), ``(_REFILL, ...)`` when the draws run out
+    (nothing taken), else ``(_DONE, time of the next toggle, -1, 0.0)``; factors of idle GPUs are
+    noted in ``gf[2]`` (``st[2]`` counts them)."""
+    ht, slowed, noted = gf[0], gf[1], gf[2]
+    hseq, hg, hon = gi[0], gi[1], gi[2]
+    n = ht.shape[0]
+    nd = draws.shape[1]
+    while True:
+        t = ht[0]
+        if t >= limit:
+            return _DONE, t, -1, 0.0
+        k = st[1]
+        if k == nd:
+            return _REFILL, t, -1, 0.0
+        mag, exp = draws[0, k], draws[1, k]
+        st[1] = k + 1
+        g = hg[0]
+        on = hon[0]
+        changes = True  # False: a normal period begins on a GPU that was not slowed
+        factor = 1.0
+        if on:
+            slowed[g] = 1.0 if mag != 1.0 else 0.0
+            factor = mag
+            delay = exp * means[0]
+        else:
+            changes = slowed[g] != 0.0
+            slowed[g] = 0.0
+            delay = exp * means[1]
+        # replace the top by (t + delay, order, g, not on) and sift it down
+        nt, ns = t + delay, st[0]
+        st[0] = ns + 1
+        non = 1 - on
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            r = c + 1
+            if r < n and (ht[r] < ht[c] or (ht[r] == ht[c] and hseq[r] < hseq[c])):
+                c = r
+            if ht[c] < nt or (ht[c] == nt and hseq[c] < ns):
+                ht[i], hseq[i], hg[i], hon[i] = ht[c], hseq[c], hg[c], hon[c]
+                i = c
+            else:
+                break
+        ht[i], hseq[i], hg[i], hon[i] = nt, ns, g, non
+        if not changes:
+            continue
+        if n_resident[g] > 0:
+            return _HIT, t, g, factor
+        if noted[g] != noted[g]:
+            st[2] += 1
+        noted[g] = factor
 
 
 class DriftProcess:

@@ -221,7 +221,7 @@ class Simulator:
         """Straggler toggles due before ``limit`` (the next event's time), merged into the event
         loop in time order (:meth:`Stragglers.run_before`, which hands each toggle that touches
         jobs to :meth:`_toggle_at`)."""
-        strag.run_before(limit, self.state.resident, self._toggle_at)
+        strag.run_before(limit, self.state.n_resident, self._toggle_at)
 
     def _toggle_at(self, t: float, g: int, factor: float) -> float:
         """Apply a straggler toggle of GPU ``g`` (which holds jobs) at its time ``t``; it may arm a
