@@ -179,6 +179,23 @@ def test_run_before_makes_the_plain_toggles():
     assert told == sorted(plain.stale.items()) and fast.stale == {}
 
 
+def test_toggled_slowness_rows_are_the_product():
+    """After straggler toggles (the end of a period takes a kept row) and drift steps, each GPU's
+    slowness row is factor x straggle / speed computed afresh, float for float."""
+    topo = Topology.build([NodeGroup(2, 4, "V100", 16.0), NodeGroup(1, 4, "P100", 16.0)])
+    sim = Simulator(topo, _jobs(4, 1), SimModel(), seed=2)
+    speed, rng = sim.speed, np.random.default_rng(8)
+    straggle = [1.0] * topo.n_gpus
+    for step in range(400):
+        g = int(rng.integers(0, topo.n_gpus))
+        straggle[g] = 1.0 if rng.random() < 0.5 else float(rng.uniform(1.0, 3.0))
+        _, new = speed.toggle(g, straggle[g])
+        want = (speed.factors * np.array(straggle)[:, None] / speed.speed[:, None]).tolist()
+        assert speed._slow == want and new == want[g]
+        if step % 50 == 49:
+            speed.set_factors(speed.factors * rng.uniform(0.9, 1.1, speed.factors.shape))
+
+
 # -- incremental re-timing of a straggling GPU's jobs ---------------------------------------
 
 MODELS = ["resnet50", "vgg19", "bert", "dcgan", "alexnet", "resnet18"]

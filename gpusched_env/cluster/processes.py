@@ -97,6 +97,7 @@ class Stragglers:
         if not self.n_gpus:
             return
         gf, gi, means, st = self._gf, self._gi, self._means, self._st
+        limit = float(limit)  # (the clock starts at the integer 0: one compiled signature)
         while True:
             status, t, g, factor = _run_toggles(limit, n_resident, gf, gi, self._draws, means, st)
             if status == _DONE:
@@ -105,7 +106,7 @@ class Stragglers:
             if status == _REFILL:
                 self._refill()
                 continue
-            limit = apply(t, g, factor)
+            limit = float(apply(t, g, factor))
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
