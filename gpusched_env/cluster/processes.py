@@ -35,6 +35,10 @@ class Host(Protocol):
     def repair_node(self, node: int) -> None: ...
 
 
+_BATCH = 4096
+"""Draws taken from the stream at a time."""
+
+
 class Stragglers:
     """Each GPU alternates normal and straggling periods of exponential length (see
     :class:`~gpusched_env.cluster.model.StragglerConfig`).
@@ -45,7 +49,11 @@ class Stragglers:
     :meth:`run_before` and handles only the toggles that touch jobs itself. The draws are taken in
     toggle order, so the result is the same as toggles run as events in time order. The timeline
     runs in a compiled loop (:func:`_run_toggles`) that returns only at a toggle of a GPU holding
-    jobs; its state is kept in arrays (heap, per-GPU flags, factors noted while idle, draws).
+    jobs. Its state is one float array (one argument: a compiled call's cost grows with its
+    arguments), in blocks of ``n`` GPUs: heap times, heap orders, heap GPUs, heap "turns on" (0/1),
+    per GPU slowed (0/1) and the factor noted while idle (NaN: none); then the two period means,
+    the next order, the next draw, the count of noted factors; then the draws (magnitudes, then
+    standard exponentials). Integers stored as floats are exact (below 2**53).
     """
 
     def __init__(self, host: Host, cfg: StragglerConfig, n_gpus: int, rng: np.random.Generator) -> None:
@@ -53,37 +61,36 @@ class Stragglers:
         self.host, self.rng = host, rng
         self.mean_on = STRAGGLER_EPISODE_SAMPLES * cfg.sample_s
         self.mean_off = self.mean_on * (1 - frac) / frac
-        self.n_gpus = n_gpus
-        # per GPU: row 0 heap times, row 1 slowed (0/1), row 2 factor noted while idle (NaN: none)
-        self._gf = np.zeros((3, n_gpus))
-        self._gf[2] = np.nan
-        # heap payload: row 0 order scheduled, row 1 GPU, row 2 the toggle turns a slowdown on (0/1)
-        self._gi = np.zeros((3, n_gpus), dtype=np.int64)
-        self._draws = np.zeros((2, 0))  # row 0 slowdown magnitudes, row 1 standard exponentials
-        self._st = np.zeros(3, dtype=np.int64)  # next order to schedule, next draw, GPUs noted
-        self._means = np.array([self.mean_on, self.mean_off])
+        n = self.n_gpus = n_gpus
+        s = self._s = np.zeros(6 * n + 5 + 2 * _BATCH)
+        self._heap_t, self._heap_seq, self._heap_g, self._heap_on = s[:n], s[n : 2 * n], s[2 * n : 3 * n], s[3 * n : 4 * n]
+        self._slowed, self._noted = s[4 * n : 5 * n], s[5 * n : 6 * n]
+        self._noted[:] = np.nan
+        self._scalars = s[6 * n : 6 * n + 5]  # mean_on, mean_off, next order, next draw, noted count
+        self._scalars[:2] = self.mean_on, self.mean_off
+        self._scalars[3] = _BATCH  # no draws yet
+        self._draws = s[6 * n + 5 :]
         now = float(host.env.now)
-        first: list[tuple[float, int, int, int]] = []
-        for g in range(n_gpus):  # a normal period begins on each GPU (not slowed: no factor)
+        first: list[tuple[float, int]] = []
+        for g in range(n):  # a normal period begins on each GPU (not slowed: no factor)
             _, exp = self._draw()
-            first.append((now + exp * self.mean_off, g, g, 1))
+            first.append((now + exp * self.mean_off, g))  # (time, order scheduled = g)
         first.sort()  # a sorted array is a heap
-        for i, (t, seq, g, on) in enumerate(first):
-            self._gf[0, i] = t
-            self._gi[:, i] = (seq, g, on)
-        self._st[0] = n_gpus
+        for i, (t, g) in enumerate(first):
+            self._heap_t[i], self._heap_seq[i], self._heap_g[i], self._heap_on[i] = t, g, g, 1.0
+        self._scalars[2] = n
         self.next_t = first[0][0] if first else math.inf
         """Time of the next toggle."""
 
     @property
     def slowed(self) -> list[bool]:
         """Per GPU: in a straggling period with a slowdown other than 1."""
-        return [bool(x) for x in self._gf[1]]
+        return [bool(x) for x in self._slowed]
 
     @property
     def stale(self) -> dict[int, float]:
         """GPU -> factor noted while it held no job, not yet told to the host."""
-        f = self._gf[2]
+        f = self._noted
         return {int(g): float(f[g]) for g in np.flatnonzero(~np.isnan(f))}
 
     def run_before(
@@ -96,10 +103,10 @@ class Stragglers:
         returns the new limit (it may arm events before ``limit``)."""
         if not self.n_gpus:
             return
-        gf, gi, means, st = self._gf, self._gi, self._means, self._st
+        s = self._s
         limit = float(limit)  # (the clock starts at the integer 0: one compiled signature)
         while True:
-            status, t, g, factor = _run_toggles(limit, n_resident, gf, gi, self._draws, means, st)
+            status, t, g, factor = _run_toggles(limit, n_resident, s)
             if status == _DONE:
                 self.next_t = t
                 return
@@ -110,78 +117,78 @@ class Stragglers:
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
-        st = self._st
-        if st[2]:
-            noted = self._gf[2]
+        sc = self._scalars
+        if sc[4]:
+            noted = self._noted
             for g in gpus:
                 factor = noted[g]
                 if factor == factor:  # not NaN
                     noted[g] = math.nan
-                    st[2] -= 1
+                    sc[4] -= 1
                     apply(g, float(factor))
 
     def flush_all(self, apply: Callable[[int, float], None]) -> None:
         """:meth:`flush` for every GPU (in GPU order)."""
-        self.flush(np.flatnonzero(~np.isnan(self._gf[2])).tolist(), apply)
+        self.flush(np.flatnonzero(~np.isnan(self._noted)).tolist(), apply)
 
     def _draw(self) -> tuple[float, float]:
         """The next (slowdown magnitude, standard exponential)."""
-        st, d = self._st, self._draws
-        if st[1] == d.shape[1]:
+        sc = self._scalars
+        if sc[3] == _BATCH:
             self._refill()
-            d = self._draws
-        i = int(st[1])
-        st[1] = i + 1
-        return float(d[0, i]), float(d[1, i])
+        i = int(sc[3])
+        sc[3] = i + 1
+        return float(self._draws[i]), float(self._draws[_BATCH + i])
 
     def _refill(self) -> None:
         """The next batch of draws of the stream, taken in order."""
-        mags = np.interp(self.rng.random(4096), QUANTILE_GRID, STRAGGLER_SLOWDOWN)
-        self._draws = np.stack([mags, self.rng.standard_exponential(4096)])
-        self._st[1] = 0
+        d = self._draws
+        d[:_BATCH] = np.interp(self.rng.random(_BATCH), QUANTILE_GRID, STRAGGLER_SLOWDOWN)
+        d[_BATCH:] = self.rng.standard_exponential(_BATCH)
+        self._scalars[3] = 0
 
 
 _DONE, _REFILL, _HIT = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _run_toggles(limit, n_resident, gf, gi, draws, means, st):  # pragma: no cover (compiled)
+def _run_toggles(limit, n_resident, s):  # pragma: no cover (compiled)
     """The toggles due before ``limit``, in (time, order scheduled) order, each replaced on the
-    heap by its GPU's next one: a GPU's straggling period (mean ``means[0]``) or normal period
-    (``means[1]``) of a standard exponential draw; a straggling period takes the slowdown
-    magnitude drawn with it. Returns ``(_HIT, time, GPU, factor)`` at the first toggle that changes
-    the factor of a GPU holding jobs (``n_resident``), ``(_REFILL, ...)`` when the draws run out
-    (nothing taken), else ``(_DONE, time of the next toggle, -1, 0.0)``; factors of idle GPUs are
-    noted in ``gf[2]`` (``st[2]`` counts them)."""
-    ht, slowed, noted = gf[0], gf[1], gf[2]
-    hseq, hg, hon = gi[0], gi[1], gi[2]
-    n = ht.shape[0]
-    nd = draws.shape[1]
+    heap by its GPU's next one: a straggling period (mean ``mean_on``) or a normal period
+    (``mean_off``) of a standard exponential draw; a straggling period takes the slowdown magnitude
+    drawn with it. ``s`` is :class:`Stragglers`' state. Returns ``(_HIT, time, GPU, factor)`` at the
+    first toggle that changes the factor of a GPU holding jobs (``n_resident``), ``(_REFILL, ...)``
+    when the draws run out (nothing taken), else ``(_DONE, time of the next toggle, -1, 0.0)``;
+    the factors of idle GPUs are noted."""
+    n = n_resident.shape[0]
+    ht, hseq, hg, hon = s[:n], s[n : 2 * n], s[2 * n : 3 * n], s[3 * n : 4 * n]
+    slowed, noted, sc = s[4 * n : 5 * n], s[5 * n : 6 * n], s[6 * n : 6 * n + 5]
+    mags, exps = s[6 * n + 5 : 6 * n + 5 + _BATCH], s[6 * n + 5 + _BATCH :]
+    mean_on, mean_off = sc[0], sc[1]
     while True:
         t = ht[0]
         if t >= limit:
             return _DONE, t, -1, 0.0
-        k = st[1]
-        if k == nd:
+        k = int(sc[3])
+        if k == _BATCH:
             return _REFILL, t, -1, 0.0
-        mag, exp = draws[0, k], draws[1, k]
-        st[1] = k + 1
-        g = hg[0]
-        on = hon[0]
+        mag, exp = mags[k], exps[k]
+        sc[3] = k + 1
+        g = int(hg[0])
+        on = hon[0] != 0.0
         changes = True  # False: a normal period begins on a GPU that was not slowed
         factor = 1.0
         if on:
             slowed[g] = 1.0 if mag != 1.0 else 0.0
             factor = mag
-            delay = exp * means[0]
+            delay = exp * mean_on
         else:
             changes = slowed[g] != 0.0
             slowed[g] = 0.0
-            delay = exp * means[1]
+            delay = exp * mean_off
         # replace the top by (t + delay, order, g, not on) and sift it down
-        nt, ns = t + delay, st[0]
-        st[0] = ns + 1
-        non = 1 - on
+        nt, ns = t + delay, sc[2]
+        sc[2] = ns + 1.0
         i = 0
         while True:
             c = 2 * i + 1
@@ -195,13 +202,13 @@ def _run_toggles(limit, n_resident, gf, gi, draws, means, st):  # pragma: no cov
                 i = c
             else:
                 break
-        ht[i], hseq[i], hg[i], hon[i] = nt, ns, g, non
+        ht[i], hseq[i], hg[i], hon[i] = nt, ns, g, 0.0 if on else 1.0
         if not changes:
             continue
         if n_resident[g] > 0:
             return _HIT, t, g, factor
         if noted[g] != noted[g]:
-            st[2] += 1
+            sc[4] += 1.0
         noted[g] = factor
 
 
