@@ -106,7 +106,7 @@ class Stragglers:
         s = self._s
         limit = float(limit)  # (the clock starts at the integer 0: one compiled signature)
         while True:
-            status, t, g, factor = _run_toggles(limit, n_resident, s)
+            status, t, g, factor, next_t = _run_toggles(limit, n_resident, s)
             if status == _DONE:
                 self.next_t = t
                 return
@@ -114,6 +114,9 @@ class Stragglers:
                 self._refill()
                 continue
             limit = float(apply(t, g, factor))
+            if next_t >= limit:  # the next toggle is not due before the new limit: no call to find that
+                self.next_t = next_t
+                return
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
@@ -156,10 +159,10 @@ def _run_toggles(limit, n_resident, s):  # pragma: no cover (compiled)
     """The toggles due before ``limit``, in (time, order scheduled) order, each replaced on the
     heap by its GPU's next one: a straggling period (mean ``mean_on``) or a normal period
     (``mean_off``) of a standard exponential draw; a straggling period takes the slowdown magnitude
-    drawn with it. ``s`` is :class:`Stragglers`' state. Returns ``(_HIT, time, GPU, factor)`` at the
-    first toggle that changes the factor of a GPU holding jobs (``n_resident``), ``(_REFILL, ...)``
-    when the draws run out (nothing taken), else ``(_DONE, time of the next toggle, -1, 0.0)``;
-    the factors of idle GPUs are noted."""
+    drawn with it. ``s`` is :class:`Stragglers`' state. Returns ``(_HIT, time, GPU, factor, time
+    of the next toggle)`` at the first toggle that changes the factor of a GPU holding jobs
+    (``n_resident``), ``(_REFILL, ...)`` when the draws run out (nothing taken), else ``(_DONE,
+    time of the next toggle, -1, 0.0, same)``; the factors of idle GPUs are noted."""
     n = n_resident.shape[0]
     ht, hseq, hg, hon = s[:n], s[n : 2 * n], s[2 * n : 3 * n], s[3 * n : 4 * n]
     slowed, noted, sc = s[4 * n : 5 * n], s[5 * n : 6 * n], s[6 * n : 6 * n + 5]
@@ -168,10 +171,10 @@ def _run_toggles(limit, n_resident, s):  # pragma: no cover (compiled)
     while True:
         t = ht[0]
         if t >= limit:
-            return _DONE, t, -1, 0.0
+            return _DONE, t, -1, 0.0, t
         k = int(sc[3])
         if k == _BATCH:
-            return _REFILL, t, -1, 0.0
+            return _REFILL, t, -1, 0.0, t
         mag, exp = mags[k], exps[k]
         sc[3] = k + 1
         g = int(hg[0])
@@ -206,7 +209,7 @@ def _run_toggles(limit, n_resident, s):  # pragma: no cover (compiled)
         if not changes:
             continue
         if n_resident[g] > 0:
-            return _HIT, t, g, factor
+            return _HIT, t, g, factor, ht[0]
         if noted[g] != noted[g]:
             sc[4] += 1.0
         noted[g] = factor
