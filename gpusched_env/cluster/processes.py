@@ -37,6 +37,8 @@ class Host(Protocol):
 
 _BATCH = 4096
 """Draws taken from the stream at a time."""
+_HITS = 64
+"""Toggles of GPUs holding jobs handed to the host per compiled call, at most."""
 
 
 class Stragglers:
@@ -48,12 +50,13 @@ class Stragglers:
     nothing but the GPU's factor, so the host merges the timeline into its event loop with
     :meth:`run_before` and handles only the toggles that touch jobs itself. The draws are taken in
     toggle order, so the result is the same as toggles run as events in time order. The timeline
-    runs in a compiled loop (:func:`_run_toggles`) that returns only at a toggle of a GPU holding
-    jobs. Its state is one float array (one argument: a compiled call's cost grows with its
-    arguments), in blocks of ``n`` GPUs: heap times, heap orders, heap GPUs, heap "turns on" (0/1),
-    per GPU slowed (0/1) and the factor noted while idle (NaN: none); then the two period means,
-    the next order, the next draw, the count of noted factors; then the draws (magnitudes, then
-    standard exponentials). Integers stored as floats are exact (below 2**53).
+    runs in a compiled loop (:func:`_run_toggles`) that hands the host the toggles of GPUs holding
+    jobs in batches. Its state is one float array (one argument: a compiled call's cost grows with
+    its arguments), in blocks of ``n`` GPUs: heap times, heap orders, heap GPUs, heap "turns on"
+    (0/1), per GPU slowed (0/1) and the factor noted while idle (NaN: none); then the two period
+    means, the next order, the next draw, the count of noted factors; then the draws (magnitudes,
+    then standard exponentials); then a copy of the state as the batch began; then the batch's
+    toggles for the host (time, GPU, factor). Integers stored as floats are exact (below 2**53).
     """
 
     def __init__(self, host: Host, cfg: StragglerConfig, n_gpus: int, rng: np.random.Generator) -> None:
@@ -62,14 +65,16 @@ class Stragglers:
         self.mean_on = STRAGGLER_EPISODE_SAMPLES * cfg.sample_s
         self.mean_off = self.mean_on * (1 - frac) / frac
         n = self.n_gpus = n_gpus
-        s = self._s = np.zeros(6 * n + 5 + 2 * _BATCH)
+        m = 6 * n + 5  # the state (before the draws)
+        s = self._s = np.zeros(2 * m + 2 * _BATCH + 3 * _HITS)
+        self._hits_at = 2 * m + 2 * _BATCH
         self._heap_t, self._heap_seq, self._heap_g, self._heap_on = s[:n], s[n : 2 * n], s[2 * n : 3 * n], s[3 * n : 4 * n]
         self._slowed, self._noted = s[4 * n : 5 * n], s[5 * n : 6 * n]
         self._noted[:] = np.nan
         self._scalars = s[6 * n : 6 * n + 5]  # mean_on, mean_off, next order, next draw, noted count
         self._scalars[:2] = self.mean_on, self.mean_off
         self._scalars[3] = _BATCH  # no draws yet
-        self._draws = s[6 * n + 5 :]
+        self._draws = s[m : m + 2 * _BATCH]
         now = float(host.env.now)
         first: list[tuple[float, int]] = []
         for g in range(n):  # a normal period begins on each GPU (not slowed: no factor)
@@ -100,23 +105,37 @@ class Stragglers:
         (``n_resident[g]`` 0) changes nothing but the GPU's factor: it is only noted, and the host
         learns it from :meth:`flush` before a job starts there. A toggle of a GPU that holds jobs
         is handed to the host, ``apply(time, GPU, factor)``, which applies it at that time and
-        returns the new limit (it may arm events before ``limit``)."""
+        returns the new limit (it may arm events before ``limit``).
+
+        The compiled loop runs ahead to ``limit`` and hands over a batch of such toggles; when one
+        of them moves the limit below a toggle the loop already ran, the loop starts the batch
+        again from its copy, passes over the toggles already handed over (the same toggles: the
+        residents do not change meanwhile) and goes on to the new limit."""
         if not self.n_gpus:
             return
-        s = self._s
+        s, at = self._s, self._hits_at
         limit = float(limit)  # (the clock starts at the integer 0: one compiled signature)
+        skip = 0  # toggles of the batch already handed over (when it is run again)
         while True:
-            status, t, g, factor, next_t = _run_toggles(limit, n_resident, s)
+            status, n, next_t, last_t = _run_toggles(limit, n_resident, s, skip)
+            hits = s[at : at + 3 * n].tolist() if n else ()
+            again = False
+            for i in range(0, 3 * n, 3):
+                new = float(apply(hits[i], int(hits[i + 1]), hits[i + 2]))
+                if new < limit:
+                    limit = new
+                    if last_t >= limit:  # the loop ran toggles due after the new limit: again
+                        skip += i // 3 + 1
+                        again = True
+                        break
+            if again:
+                continue
             if status == _DONE:
-                self.next_t = t
+                self.next_t = next_t
                 return
             if status == _REFILL:
                 self._refill()
-                continue
-            limit = float(apply(t, g, factor))
-            if next_t >= limit:  # the next toggle is not due before the new limit: no call to find that
-                self.next_t = next_t
-                return
+            skip = 0  # (a full batch, or new draws: the next batch starts here)
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
@@ -151,30 +170,46 @@ class Stragglers:
         self._scalars[3] = 0
 
 
-_DONE, _REFILL, _HIT = 0, 1, 2
+_DONE, _REFILL, _FULL = 0, 1, 2
 
 
 @njit(cache=True, nogil=True)
-def _run_toggles(limit, n_resident, s):  # pragma: no cover (compiled)
+def _run_toggles(limit, n_resident, s, skip):  # pragma: no cover (compiled)
     """The toggles due before ``limit``, in (time, order scheduled) order, each replaced on the
     heap by its GPU's next one: a straggling period (mean ``mean_on``) or a normal period
     (``mean_off``) of a standard exponential draw; a straggling period takes the slowdown magnitude
-    drawn with it. ``s`` is :class:`Stragglers`' state. Returns ``(_HIT, time, GPU, factor, time
-    of the next toggle)`` at the first toggle that changes the factor of a GPU holding jobs
-    (``n_resident``), ``(_REFILL, ...)`` when the draws run out (nothing taken), else ``(_DONE,
-    time of the next toggle, -1, 0.0, same)``; the factors of idle GPUs are noted."""
+    drawn with it. ``s`` is :class:`Stragglers`' state. The factors of idle GPUs are noted; the
+    toggles that change the factor of a GPU holding jobs (``n_resident``) are written for the host
+    as (time, GPU, factor). With ``skip`` 0 a batch begins (the state is copied first); else the
+    state is set back to the copy and the first ``skip`` such toggles are run again without being
+    written (and without the limit). Returns (status, toggles written, time of the next toggle,
+    time of the last toggle run); status ``_DONE`` (the next toggle is not before ``limit``),
+    ``_REFILL`` (the draws ran out) or ``_FULL`` (:data:`_HITS` written)."""
     n = n_resident.shape[0]
+    m = 6 * n + 5
     ht, hseq, hg, hon = s[:n], s[n : 2 * n], s[2 * n : 3 * n], s[3 * n : 4 * n]
-    slowed, noted, sc = s[4 * n : 5 * n], s[5 * n : 6 * n], s[6 * n : 6 * n + 5]
-    mags, exps = s[6 * n + 5 : 6 * n + 5 + _BATCH], s[6 * n + 5 + _BATCH :]
+    slowed, noted, sc = s[4 * n : 5 * n], s[5 * n : 6 * n], s[6 * n : m]
+    mags, exps = s[m : m + _BATCH], s[m + _BATCH : m + 2 * _BATCH]
+    copy = s[m + 2 * _BATCH : 2 * m + 2 * _BATCH]
+    hits = s[2 * m + 2 * _BATCH :]
+    if skip == 0:
+        copy[:] = s[:m]
+    else:
+        s[:m] = copy
     mean_on, mean_off = sc[0], sc[1]
+    seen = 0  # toggles of GPUs holding jobs since the batch began
+    nh = 0
+    last = -np.inf
     while True:
         t = ht[0]
-        if t >= limit:
-            return _DONE, t, -1, 0.0, t
+        if seen >= skip:
+            if t >= limit:
+                return _DONE, nh, t, last
+            if nh == _HITS:
+                return _FULL, nh, t, last
         k = int(sc[3])
         if k == _BATCH:
-            return _REFILL, t, -1, 0.0, t
+            return _REFILL, nh, t, last
         mag, exp = mags[k], exps[k]
         sc[3] = k + 1
         g = int(hg[0])
@@ -206,10 +241,15 @@ def _run_toggles(limit, n_resident, s):  # pragma: no cover (compiled)
             else:
                 break
         ht[i], hseq[i], hg[i], hon[i] = nt, ns, g, 0.0 if on else 1.0
+        last = t
         if not changes:
             continue
         if n_resident[g] > 0:
-            return _HIT, t, g, factor, ht[0]
+            seen += 1
+            if seen > skip:
+                hits[3 * nh], hits[3 * nh + 1], hits[3 * nh + 2] = t, g, factor
+                nh += 1
+            continue
         if noted[g] != noted[g]:
             sc[4] += 1.0
         noted[g] = factor
