@@ -67,8 +67,14 @@ class ClusterState:
         n = topology.n_gpus
         self.resident: list[list[int]] = [[] for _ in range(n)]
         self.n_resident = np.zeros(n, dtype=np.int64)
-        self.mem_used = np.zeros(n, dtype=np.float64)
-        self.share_used = np.zeros(n, dtype=np.float64)  # sum of gpu_fraction of resident jobs
+        # memory held and sum of gpu_fraction of the resident jobs per GPU: kept in Python lists
+        # (cheap scalar updates), written to the arrays ``mem_used`` and ``share_used`` when they are
+        # read (only the GPUs changed since, ``_dirty``)
+        self._mem_l: list[float] = [0.0] * n
+        self._share_l: list[float] = [0.0] * n
+        self._mem_a = np.zeros(n, dtype=np.float64)
+        self._share_a = np.zeros(n, dtype=np.float64)
+        self._dirty: set[int] = set()
         self.up = np.ones(n, dtype=bool)
         self.all_up = True  # every GPU up (kept by set_up)
         self.free_mask = np.ones(n, dtype=bool)  # up and holding no job (kept up to date)
@@ -95,11 +101,36 @@ class ClusterState:
 
     def readonly(self, name: str) -> np.ndarray:
         """A read-only view of the per-GPU array ``name`` (made once; it sees every later change:
-        these arrays are only ever updated in place)."""
+        these arrays are only ever updated in place; ``mem_used`` and ``share_used`` are brought up
+        to date at each call)."""
+        if self._dirty:
+            self._sync()
         v = self._ro.get(name)
         if v is None:
             v = self._ro[name] = readonly(getattr(self, name))
         return v
+
+    @property
+    def mem_used(self) -> np.ndarray:
+        """(n_gpus,) memory held by the resident jobs (GB)."""
+        if self._dirty:
+            self._sync()
+        return self._mem_a
+
+    @property
+    def share_used(self) -> np.ndarray:
+        """(n_gpus,) sum of the requested GPU fractions of the resident jobs."""
+        if self._dirty:
+            self._sync()
+        return self._share_a
+
+    def _sync(self) -> None:
+        """Write the changed GPUs' memory and share sums from the lists to the arrays."""
+        mem_l, share_l, mem_a, share_a = self._mem_l, self._share_l, self._mem_a, self._share_a
+        for g in self._dirty:
+            mem_a[g] = mem_l[g]
+            share_a[g] = share_l[g]
+        self._dirty.clear()
 
     # -- queue -------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:
@@ -163,13 +194,13 @@ class ClusterState:
 
     # -- GPU load ----------------------------------------------------------------------------
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
-        n, mem, share = self.n_resident, self.mem_used, self.share_used
+        n, mem, share, dirty = self.n_resident, self._mem_l, self._share_l, self._dirty
         dmem, dshare = sign * job.mem_gb, sign * job.gpu_fraction
         free, jid, resident = self.free_mask, job.job_id, self.resident
         up = None if self.all_up else self.up  # every GPU up: no per-GPU look-up
         n_free = self.n_free
-        # scalar updates: cheaper than fancy indexing for a few GPUs; adding 0.0 memory leaves a
-        # sum as it is (memory use is never -0.0), so a job using none adds none
+        # scalar updates (the arrays: cheaper than fancy indexing for a few GPUs); adding 0.0 memory
+        # leaves a sum as it is (memory use is never -0.0), so a job using none adds none
         if sign > 0:
             for g in gpus:
                 here = resident[g]
@@ -182,6 +213,7 @@ class ClusterState:
                 if dmem:
                     mem[g] += dmem
                 share[g] += dshare
+                dirty.add(g)
         else:
             for g in gpus:
                 here = resident[g]
@@ -195,6 +227,7 @@ class ClusterState:
                 if dmem:
                     mem[g] += dmem
                 share[g] += dshare
+                dirty.add(g)
         self.n_free = n_free
 
     def release(self, job_id: int) -> Allocation:
@@ -397,7 +430,7 @@ class ClusterState:
                     "max-jobs-per-gpu",
                     f"GPU {g} would hold {n} jobs (limit {self.max_jobs_per_gpu}); resident now: {self.resident[g]}",
                 )
-            mem = float(self.mem_used[g]) + dmem[g]
+            mem = self._mem_l[g] + dmem[g]
             if mem > self.topology.gpu_mem_gb[g] + 1e-9:
                 raise InvalidDecision(
                     "gpu-memory", f"GPU {g} would use {mem:.1f} GB of {self.topology.gpu_mem_gb[g]:.1f} GB"

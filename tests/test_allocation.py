@@ -144,3 +144,39 @@ def test_plain_starts_fast_path_equals_the_full_checks():
     assert s._plain_starts([Start(3, (0,))]) is None  # GPU 0 holds job 1: the capacity check
     s.apply([Start(3, (0,))], 0.0)  # shares (max 2 jobs per GPU, 11 of 16 GB)
     assert s.resident[0] == [1, 3]
+
+
+def test_memory_and_share_arrays_follow_the_lists():
+    """Memory and share sums are kept in lists and written to the arrays when read: after random
+    starts (shared GPUs), preemptions and finishes, read at some steps only, the arrays (and a
+    read-only view taken at the start) hold each GPU's sum over its resident jobs (exact: quarters),
+    and the capacity check reads the current memory."""
+    import numpy as np
+
+    topo = Topology.build([NodeGroup(2, 4, "V100", 16.0)])
+    s = ClusterState(topo, max_jobs_per_gpu=3)
+    ro_mem, rng = s.readonly("mem_used"), np.random.default_rng(1)
+    jobs = {}
+    for i in range(300):
+        jobs[i] = Job(i, float(i), int(rng.choice([1, 2])), 100, "resnet50",
+                      mem_gb=float(rng.integers(0, 12)) / 4, gpu_fraction=float(rng.integers(1, 4)) / 4)
+        s.submit(jobs[i])
+        queued = list(s.pending_ids)
+        jid = queued[int(rng.integers(0, len(queued)))]
+        ok = [g for g in range(8) if len(s.resident[g]) < 3]
+        if len(ok) >= jobs[jid].num_gpus:
+            gpus = tuple(sorted(int(g) for g in rng.choice(ok, jobs[jid].num_gpus, replace=False)))
+            s.apply([Start(jid, gpus)], float(i))
+        if s.running and rng.random() < 0.4:
+            gone = list(s.running)[int(rng.integers(0, len(s.running)))]
+            s.apply([Preempt(gone)], float(i)) if rng.random() < 0.5 else s.finish(gone)
+        if i % 7 == 0:
+            want_mem = [sum(jobs[j].mem_gb for j in s.resident[g]) for g in range(8)]
+            want_share = [sum(jobs[j].gpu_fraction for j in s.resident[g]) for g in range(8)]
+            if i % 2:  # through readonly (which brings both arrays up to date), else the properties
+                assert s.readonly("share_used").tolist() == want_share and ro_mem.tolist() == want_mem
+            assert s.mem_used.tolist() == want_mem and s.share_used.tolist() == want_share
+    g = next(g for g in range(8) if len(s.resident[g]) < 3)
+    s.submit(Job(999, 999.0, 1, 100, "resnet50", mem_gb=16.0 - s._mem_l[g] + 0.25))
+    with pytest.raises(InvalidDecision, match="gpu-memory"):
+        s.apply([Start(999, (g,))], 999.0)

@@ -15,6 +15,12 @@ from gpusched_env.cluster.model import FailureConfig, SimModel, StragglerConfig
 from gpusched_env.cluster.processes import Stragglers
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.cluster.variability import VariabilityConfig
+from gpusched_env.fitted import (
+    QUANTILE_GRID,
+    STRAGGLER_EPISODE_SAMPLES,
+    STRAGGLER_FRACTION,
+    STRAGGLER_SLOWDOWN,
+)
 from gpusched_env.policy import run_policy
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job, Preempt, Start
@@ -69,17 +75,53 @@ def test_queue_matches_a_sorted_list_through_starts_preemptions_and_compaction()
 # -- the straggler timeline -----------------------------------------------------------------
 
 
-def _plain_run_before(s: Stragglers, limit: float, resident: list[list[int]]) -> tuple[float, int, float] | None:
-    """``Stragglers.run_before`` as first written: pop, ``_toggle``, push."""
-    while s._heap and s._heap[0][0] < limit:
-        t, _, g, on = heapq.heappop(s._heap)
-        factor = s._toggle(t, g, on)
-        if factor is None:
-            continue
-        if resident[g]:
-            return t, g, factor
-        s._stale[g] = factor
-    return None
+class _PlainTimeline:
+    """The straggler timeline as first written: a heap of (time, order, GPU, turns on) tuples, one
+    draw (magnitude, exponential) per toggle from batches of 4,096 of the stream, taken in order."""
+
+    def __init__(self, cfg: StragglerConfig, n: int, rng: np.random.Generator) -> None:
+        frac = min(0.99, STRAGGLER_FRACTION * cfg.fraction_scale)
+        self.mean_on = STRAGGLER_EPISODE_SAMPLES * cfg.sample_s
+        self.mean_off = self.mean_on * (1 - frac) / frac
+        self.rng, self.buf = rng, []
+        self.slowed = [False] * n
+        self.stale: dict[int, float] = {}
+        self.heap: list[tuple[float, int, int, bool]] = []
+        self.seq = 0
+        for g in range(n):
+            self.toggle(0.0, g, False)
+
+    def draw(self) -> tuple[float, float]:
+        if not self.buf:
+            mags = np.interp(self.rng.random(4096), QUANTILE_GRID, STRAGGLER_SLOWDOWN)
+            self.buf = list(zip(mags.tolist(), self.rng.standard_exponential(4096).tolist(), strict=True))[::-1]
+        return self.buf.pop()
+
+    def toggle(self, t: float, g: int, on: bool) -> float | None:
+        mag, exp = self.draw()
+        factor: float | None
+        if on:
+            self.slowed[g] = mag != 1.0
+            factor, delay = mag, exp * self.mean_on
+        else:
+            factor = 1.0 if self.slowed[g] else None
+            self.slowed[g] = False
+            delay = exp * self.mean_off
+        heapq.heappush(self.heap, (t + delay, self.seq, g, not on))
+        self.seq += 1
+        return factor
+
+    def next_hit(self, limit: float, resident: list[list[int]]) -> tuple[float, int, float] | None:
+        """Pop and toggle up to the first toggle before ``limit`` that touches jobs."""
+        while self.heap and self.heap[0][0] < limit:
+            t, _, g, on = heapq.heappop(self.heap)
+            factor = self.toggle(t, g, on)
+            if factor is None:
+                continue
+            if resident[g]:
+                return t, g, factor
+            self.stale[g] = factor
+        return None
 
 
 class _Host:
@@ -98,35 +140,60 @@ class _Host:
 
 
 def test_run_before_makes_the_plain_toggles():
-    """Two timelines of one seed, one run with the written-out loop and one with the plain steps,
-    under changing limits (some moved earlier by the toggles themselves, as an armed completion
-    does) and GPUs that hold jobs: the same hits, factors noted, GPU states and next toggles
-    (past a refill of the pre-drawn batch)."""
+    """The compiled timeline against the plain one of the same seed, under changing limits (some
+    moved earlier by the toggles themselves, as an armed completion does) and GPUs that hold jobs:
+    the same hits, factors noted, GPU states and next toggle times (past refills of the draws);
+    flushing hands over the noted factors in the GPUs' order and forgets them."""
     cfg = StragglerConfig(enabled=True, fraction_scale=2.0, sample_s=5.0)
     host = SimpleNamespace(env=SimpleNamespace(now=0.0))
     fast = Stragglers(host, cfg, 16, np.random.default_rng(3))  # type: ignore[arg-type]
-    plain = Stragglers(host, cfg, 16, np.random.default_rng(3))  # type: ignore[arg-type]
+    plain = _PlainTimeline(cfg, 16, np.random.default_rng(3))
     rng = np.random.default_rng(4)
     hits = 0
     limit = 0.0
-    for _ in range(3000):
+    for step in range(3000):
         limit += float(rng.exponential(150.0))
         resident: list[list[int]] = [[1] if rng.random() < 0.3 else [] for _ in range(16)]
         host_side = _Host(limit)
-        fast.run_before(limit, resident, host_side.apply)
+        fast.run_before(limit, np.array([len(r) for r in resident], dtype=np.int64), host_side.apply)
         got = host_side.got
         want = []
         lim = limit
-        while (b := _plain_run_before(plain, lim, resident)) is not None:
+        while (b := plain.next_hit(lim, resident)) is not None:
             want.append(b)
             if b[1] % 3 == 0:
                 lim = min(lim, b[0] + 40.0)
         assert got == want
         hits += len(got)
         limit = lim  # the next window starts where this one stopped
-        assert fast.slowed == plain.slowed and fast._stale == plain._stale and fast._seq == plain._seq
-        assert sorted(fast._heap) == sorted(plain._heap)
-    assert hits > 300 and fast._seq > 4096
+        assert fast.slowed == plain.slowed and fast.stale == plain.stale
+        assert fast.next_t == plain.heap[0][0]
+        if step % 7 == 0:  # a job starts on GPUs 2, 5 and 11
+            told: list[tuple[int, float]] = []
+            fast.flush([11, 2, 5], lambda g, f, out=told: out.append((g, f)))
+            assert told == [(g, plain.stale.pop(g)) for g in (11, 2, 5) if g in plain.stale]
+            assert fast.stale == plain.stale
+    assert hits > 2000 and plain.seq > 2 * 4096  # past two refills
+    told = []
+    fast.flush_all(lambda g, f, out=told: out.append((g, f)))
+    assert told == sorted(plain.stale.items()) and fast.stale == {}
+
+
+def test_toggled_slowness_rows_are_the_product():
+    """After straggler toggles (the end of a period takes a kept row) and drift steps, each GPU's
+    slowness row is factor x straggle / speed computed afresh, float for float."""
+    topo = Topology.build([NodeGroup(2, 4, "V100", 16.0), NodeGroup(1, 4, "P100", 16.0)])
+    sim = Simulator(topo, _jobs(4, 1), SimModel(), seed=2)
+    speed, rng = sim.speed, np.random.default_rng(8)
+    straggle = [1.0] * topo.n_gpus
+    for step in range(400):
+        g = int(rng.integers(0, topo.n_gpus))
+        straggle[g] = 1.0 if rng.random() < 0.5 else float(rng.uniform(1.0, 3.0))
+        _, new = speed.toggle(g, straggle[g])
+        want = (speed.factors * np.array(straggle)[:, None] / speed.speed[:, None]).tolist()
+        assert speed._slow == want and new == want[g]
+        if step % 50 == 49:
+            speed.set_factors(speed.factors * rng.uniform(0.9, 1.1, speed.factors.shape))
 
 
 # -- incremental re-timing of a straggling GPU's jobs ---------------------------------------

@@ -224,7 +224,7 @@ class Simulator:
         """Straggler toggles due before ``limit`` (the next event's time), merged into the event
         loop in time order (:meth:`Stragglers.run_before`, which hands each toggle that touches
         jobs to :meth:`_toggle_at`)."""
-        strag.run_before(limit, self.state.resident, self._toggle_at)
+        strag.run_before(limit, self.state.n_resident, self._toggle_at)
 
     def _toggle_at(self, t: float, g: int, factor: float) -> float:
         """Apply a straggler toggle of GPU ``g`` (which holds jobs) at its time ``t``; it may arm a
@@ -345,7 +345,7 @@ class Simulator:
         if self._stragglers is not None:
             self._stragglers.flush(gpus, self.speed.set_straggle)  # factors that changed while idle
         job = self.state.jobs[jid]
-        mult, comm = self.speed.placement_cost(job, gpus)
+        mult, comm = (1.0, 0.0) if len(gpus) == 1 else self.speed.placement_cost(job, gpus)  # (one GPU: no locality)
         util = self._util.get(job.model)
         if util is None:
             util = self._util[job.model] = min(1.0, max(0.0, self.spec(job.model).util))
@@ -431,9 +431,10 @@ class Simulator:
 
     # -- events ------------------------------------------------------------------------------
     def _due(self, ev: tuple[int, _Run, int]) -> None:
-        self._complete(*ev)
-
-    def _complete(self, jid: int, run: _Run, version: int) -> None:
+        """A completion event ``(job id, its run, the run's version when armed)``: stale when the
+        run was replaced or re-armed since; re-armed when the job slowed down since; else the job
+        finishes."""
+        jid, run, version = ev
         if run.version != version or self.runs.get(jid) is not run:
             return
         now = self.env.now

@@ -76,6 +76,8 @@ class DataParallelSpeed:
         straggle = np.array(self._straggle)
         self._slow: list[list[float]] = (factors * straggle[:, None] / self.speed[:, None]).tolist()
         self._factors_l: list[list[float]] = factors.tolist()
+        # each GPU's slowness without a straggler (factor 1: the same floats as the product)
+        self._unslowed: list[list[float]] = (factors * 1.0 / self.speed[:, None]).tolist()
 
     def set_straggle(self, g: int, factor: float) -> None:
         self.toggle(g, factor)
@@ -84,9 +86,13 @@ class DataParallelSpeed:
         """:meth:`set_straggle`, returning GPU ``g``'s slowness per class (variability x straggle /
         speed) before and after: lists that toggles and :meth:`set_factors` replace, never change."""
         st = self._straggle[g] = float(factor)
-        sp, slow = self._speed_l[g], self._slow
+        slow = self._slow
         old = slow[g]
-        new = slow[g] = [f * st / sp for f in self._factors_l[g]]
+        if st == 1.0:  # a straggling period ends: the row kept for it
+            new = slow[g] = self._unslowed[g]
+        else:
+            sp = self._speed_l[g]
+            new = slow[g] = [f * st / sp for f in self._factors_l[g]]
         return old, new
 
     def placement_cost(self, job: Job, gpus: tuple[int, ...]) -> tuple[float, float]:
