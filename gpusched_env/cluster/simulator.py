@@ -14,6 +14,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -94,8 +95,6 @@ class Simulator:
         checker: InvariantChecker | None = None,
         max_jobs_per_gpu: int = 4,
     ) -> None:
-        from operator import attrgetter  # (here, so that the set-up stays one hunk)
-
         self.topology = topology
         self.model = model or SimModel()
         self.models = dict(models or {})
