@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -394,7 +394,13 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         """The simulator's wake filter: build this point's decision and keep it if a start is valid."""
         sim = self.sim
         assert sim is not None
-        if not self._may_start(sim):
+        state = sim.state  # _may_start, written out (it runs at every candidate point)
+        if not state.pending:
+            return False
+        room = state.n_free
+        if self._shares:
+            room = max(room, int(np.count_nonzero(state.up & (state.n_resident < state.max_jobs_per_gpu))))
+        if room == 0 or min(state.pending_sizes) > room:
             return False
         builder = self._aim(sim)
         if not builder.any_valid():
@@ -408,7 +414,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         assert sim is not None
         again = b.any_valid()  # (read before the batch is applied: the builder reads the queue in place)
         if b.decisions:
-            sim.apply(b.decisions)  # (the builder's next point starts a new list)
+            sim.apply(cast("list[Decision]", b.decisions))  # (the builder's next point starts a new list)
             self._jobs.dequeued([d.job_id for d in b.decisions])
         if again:
             sim.wake_next_round()
@@ -461,7 +467,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             reward += self._finish_point(b)
         self.episode_return += reward
         truncated = self.max_steps is not None and self._steps >= self.max_steps and not self._over
-        return b_obs(self), reward, self._over, truncated, self._info(invalid)
+        return self.builder_obs(), reward, self._over, truncated, self._info(invalid)
 
     def step_decisions(self, decisions: list[Decision]) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Passthrough: apply a whole decision batch (any kind) and run to the next decision point."""
