@@ -233,7 +233,9 @@ class _Layout:
 class DecisionBuilder:
     """Observation + mask + action decoding at one decision point (see the module docstring).
 
-    Built at every candidate decision point, so it does little up front: the queue window, its fit
+    Aimed at every candidate decision point (the env keeps one per run and re-aims it with
+    :meth:`aim`, so ``env.builder`` of a finished point shows the next point; read a point's
+    ``decisions`` before it ends), so it does little up front: the queue window, its fit
     checks, the mask and the observation are computed on demand and cached until the next action;
     the working copy of the cluster (:class:`WorkingState`) is made at the first action. The window
     and its fit checks are short Python lists (a handful of jobs: scalar work is cheaper than numpy
