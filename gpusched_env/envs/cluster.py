@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -233,6 +233,8 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._workloads = WorkloadCache(self.scn, self.topo, size=int(workload_cache) * n_wl)
         self.sim: Simulator | None = None
         self.builder: DecisionBuilder | None = None
+        self._point: DecisionBuilder | None = None  # the run's builder, re-aimed at each point (_aim)
+        self._point_view: ClusterView | None = None  # the view it reads (the time set at each point)
         self._jobs = JobCache()
         self._passthrough = False
         self._over = True
@@ -265,6 +267,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         events = bool(opts.get("events", True)) or not self._passthrough
         self.workload_name, jobs, self.sim = build_simulator(self.scn, run_seed, wl, cache=self._workloads)
         self.option_set = self._options_for(wl)
+        self._point, self._point_view = None, None  # a new builder and view for this run
         self.workload_index, self.run_seed = wl, run_seed
         self._seen_done = 0  # completions of sim.completed already rewarded
         self._jobs.clear()
@@ -364,21 +367,42 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         reward = self._interval_reward()
         if not alive:
             self._over = True
-            self.builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
+            self.builder = self._aim(sim)
             return reward
         self.decision_points += 1
         self._acts_here = 0
         if self._passthrough:
-            self.builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
+            self.builder = self._aim(sim)
         return reward
+
+    def _aim(self, sim: Simulator) -> DecisionBuilder:
+        """The run's decision builder aimed at the simulator's current point (one builder and one
+        view per run, re-aimed at every candidate point: :meth:`DecisionBuilder.aim`). A view's
+        arrays are the simulator's live state, so only its time changes from point to point."""
+        view = self._point_view
+        if view is None:  # the run's view: its arrays are the live state; only the time is set per point
+            view = self._point_view = sim.view()
+        else:
+            view.now = sim.env.now
+        b = self._point
+        if b is None:
+            b = self._point = DecisionBuilder(view, self.option_set, self.k, self.fifo_slots, self._jobs)
+            return b
+        return b.aim(view)
 
     def _startable(self) -> bool:
         """The simulator's wake filter: build this point's decision and keep it if a start is valid."""
         sim = self.sim
         assert sim is not None
-        if not self._may_start(sim):
+        state = sim.state  # _may_start, written out (it runs at every candidate point)
+        if not state.pending:
             return False
-        builder = DecisionBuilder(sim.view(), self.option_set, self.k, self.fifo_slots, self._jobs)
+        room = state.n_free
+        if self._shares:
+            room = max(room, int(np.count_nonzero(state.up & (state.n_resident < state.max_jobs_per_gpu))))
+        if room == 0 or min(state.pending_sizes) > room:
+            return False
+        builder = self._aim(sim)
         if not builder.any_valid():
             return False
         self.builder = builder
@@ -388,10 +412,11 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         """Apply this point's starts; ask for the next round tick if a start is still possible."""
         sim = self.sim
         assert sim is not None
+        again = b.any_valid()  # (read before the batch is applied: the builder reads the queue in place)
         if b.decisions:
-            sim.apply(list(b.decisions))
+            sim.apply(cast("list[Decision]", b.decisions))  # (the builder's next point starts a new list)
             self._jobs.dequeued([d.job_id for d in b.decisions])
-        if b.any_valid():
+        if again:
             sim.wake_next_round()
         return self._advance()
 
@@ -442,7 +467,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             reward += self._finish_point(b)
         self.episode_return += reward
         truncated = self.max_steps is not None and self._steps >= self.max_steps and not self._over
-        return b_obs(self), reward, self._over, truncated, self._info(invalid)
+        return self.builder_obs(), reward, self._over, truncated, self._info(invalid)
 
     def step_decisions(self, decisions: list[Decision]) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         """Passthrough: apply a whole decision batch (any kind) and run to the next decision point."""

@@ -39,8 +39,9 @@ def fill_observation(  # one flat call: numba takes arrays and scalars, not obje
     Node block from the per-GPU arrays (``free`` and ``n_res`` are the working copies of the
     decision point) and the per-node scales ``node_scale`` (rows: 1 / GPUs, 1 / (300 W x GPUs),
     1 / (job slots x GPUs)); slot block from the static per-job rows ``slot`` (arrival in hours in
-    column :data:`ARRIVAL_COL`) plus the dynamic columns: ``win`` holds the window's job ids, then
-    as many fit codes (bit 0 an exclusive option fits, bit 1 a shared one); wait, GPUs per free GPU.
+    column :data:`ARRIVAL_COL`) plus the dynamic columns: ``win`` holds the window's job ids (a
+    negative id: an empty slot, as are the slots past them), then as many fit codes (bit 0 an
+    exclusive option fits, bit 1 a shared one); wait, GPUs per free GPU.
     Global block from the scalars ``g0, g1, g3..g7`` with the busy-GPU share (index 2) counted here.
     Every entry is then clipped to ``[OBS_LOW, OBS_HIGH]``; NaN becomes 0.
     """
@@ -82,11 +83,11 @@ def fill_observation(  # one flat call: numba takes arrays and scalars, not obje
     n_win = win.size // 2
     for s in range(k):
         row = a + s * SLOT_FEATURES
-        if s >= n_win:
+        j = win[s] if s < n_win else -1
+        if j < 0:  # no job in this slot
             for f in range(SLOT_FEATURES):
                 obs[row + f] = 0.0
             continue
-        j = win[s]
         for f in range(SLOT_FEATURES):
             obs[row + f] = slot[j, f]
         wait = now_h - slot[j, ARRIVAL_COL]

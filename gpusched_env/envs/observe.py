@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from collections.abc import Iterable, Sequence
+from itertools import islice
 from operator import attrgetter
 
 import numpy as np
@@ -42,7 +44,7 @@ from gpusched_env.envs.kernels import (
     SLOT_FEATURES,
     fill_observation,
 )
-from gpusched_env.envs.options import OptionSet, WorkingState
+from gpusched_env.envs.options import MASK_MEMO_MAX, OptionSet, WorkingState
 from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
@@ -52,6 +54,7 @@ _FIELDS = attrgetter("job_id", "num_gpus", "work_iters", "mem_gb", "arrival_s", 
 
 __all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
+_F32 = np.dtype(np.float32)
 
 
 def obs_size(n_nodes: int, k: int) -> int:
@@ -230,7 +233,9 @@ class _Layout:
 class DecisionBuilder:
     """Observation + mask + action decoding at one decision point (see the module docstring).
 
-    Built at every candidate decision point, so it does little up front: the queue window, its fit
+    Aimed at every candidate decision point (the env keeps one per run and re-aims it with
+    :meth:`aim`, so ``env.builder`` of a finished point shows the next point; read a point's
+    ``decisions`` before it ends), so it does little up front: the queue window, its fit
     checks, the mask and the observation are computed on demand and cached until the next action;
     the working copy of the cluster (:class:`WorkingState`) is made at the first action. The window
     and its fit checks are short Python lists (a handful of jobs: scalar work is cheaper than numpy
@@ -241,29 +246,60 @@ class DecisionBuilder:
     def __init__(
         self, view: ClusterView, options: OptionSet, k: int, fifo_slots: int, cache: JobCache
     ) -> None:
-        self.view = view
         self.options = options
         self.k = k
         self.fifo_slots = min(fifo_slots, k)
         self.cache = cache
-        self.topo = view.topology
-        self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
-        self._ws: WorkingState | None = None
-        self.decisions: list[Start] = []
-        cache.see(view.pending_ids, view)
-        self._ids: list[int] = list(view.pending_ids)  # this point's queue (the backend's list changes on apply)
-        self._order: list[int] | None = None  # pending positions past the FIFO part by work (stable)
-        ranked = cache.queue_ranks(view)  # kept in step with the queue at every point
-        self._ranked = None if ranked is None or len(self._ids) <= self.fifo_slots else list(ranked)
-        self._gone: set[int] = set()  # job ids started in this batch
-        self._demand = float(view.pending_gpus)
         self.n_opts = len(options)
         self.done_action = k * self.n_opts
-        self._simple = not cache.constrained
         self._need_sh = not options.all_exclusive
-        self._n_free = view.n_free
-        self._n_sh = self._count_shareable()
+        self._masks = options.mask_memo(k)
+        # the kernel's window argument: k job ids (-1: no job), then k fit codes, written into one
+        # buffer per builder (array slices: no per-element conversion) that a numpy view reads
+        self._win_buf = array("q", [-1] * (2 * k))
+        self._win_np = np.frombuffer(self._win_buf, dtype=np.int64)
+        self._no_job = [-1] * k
+        self._code_rows: dict[bytes, array[int]] = {}  # fit codes padded to k, as int64 rows
+        self._tables: dict[int, bytes] = {}  # count-only fit codes by GPU count, per free-GPU count
+        self._state: object = None  # the cluster state the per-state constants below were read for
+        self.aim(view)
+
+    def aim(self, view: ClusterView) -> DecisionBuilder:
+        """Point this builder at a new decision point (``view``), forgetting the last one's window,
+        decisions and working copy: the env keeps one builder per run and re-aims it at every
+        candidate point. The builder reads the view's queue and the cache's ranked queue in place
+        (no copies): it is valid until the backend applies a batch or the cache moves to another
+        point, as the view itself is."""
+        self.view = view
+        cache = self.cache
+        state = view._state  # noqa: SLF001 (same package: per-state constants are read once per state)
+        if state is not self._state:
+            self._state = state
+            self.topo = view.topology
+            self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
+            self._exclusive_gpus = view.max_jobs_per_gpu == 1
+            self._arrays = (view.free, view.up, view.n_resident)  # read-only views, updated in place
+            self._tables.clear()
+            # the fit code of a fitting job when fitting is a GPU count (see _fit_codes), else 0
+            self._count_only = ((3 if self._need_sh else 1) if (not self._need_sh or self._exclusive_gpus)
+                                and self.topo.n_gpus < 256 else 0)
+        self._ws: WorkingState | None = None
+        self.decisions: list[Start] = []
+        ids = state.pending_ids  # (the view's properties, read from its state)
+        if not cache.whole_run:
+            cache.see(ids, view)
+        self._ids: Sequence[int] = ids  # this point's queue (read in place, see above)
+        self._order: list[int] | None = None  # pending positions past the FIFO part by work (stable)
+        ranked = cache.queue_ranks(view)  # kept in step with the queue at every point
+        self._ranked = None if ranked is None or len(ids) <= self.fifo_slots else ranked
+        self._gone: set[int] = set()  # job ids started in this batch
+        self._demand = float(state.pending_gpus)
+        self._simple = simple = not cache.constrained
+        self._count_fit = self._count_only if simple else 0
+        self._n_free = n_free = state.n_free
+        self._n_sh = 0 if not self._need_sh else n_free if self._exclusive_gpus else self._count_shareable()
         self._refresh()
+        return self
 
     # -- working state -----------------------------------------------------------------------
     @property
@@ -277,7 +313,7 @@ class DecisionBuilder:
         """GPUs with a free job slot (= free GPUs on exclusive clusters)."""
         if not self._need_sh:
             return 0
-        if self.view.max_jobs_per_gpu == 1:
+        if self._exclusive_gpus:
             return self._n_free
         if self._ws is None:
             view = self.view
@@ -294,9 +330,9 @@ class DecisionBuilder:
         ids = self._ids
         f, n, gone = self.fifo_slots, len(ids), self._gone
         if gone:  # the first f alive positions lie among the first f + len(gone)
-            win = [i for i in ids[: f + len(gone)] if i not in gone][:f]
+            win = [i for i in islice(ids, f + len(gone)) if i not in gone][:f]
         else:
-            win = ids[:f]
+            win = list(islice(ids, f))
         need = self.k - len(win)
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
             if self._ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
@@ -311,6 +347,7 @@ class DecisionBuilder:
                         if not need:
                             break
             else:
+                ids = self._ids = list(ids)  # positions are read below: a list of this point's queue
                 cut = ids.index(win[-1]) if win else -1
                 if self._order is None:  # the positions after the FIFO part by work (stable); the
                     # FIFO part only moves later within a batch, so this order keeps every candidate
@@ -338,13 +375,19 @@ class DecisionBuilder:
         if self._mask is not None:
             return self._mask
         codes = self._fit_codes()
-        buf = bytearray(self.k * self.n_opts + 1)
-        if codes:
-            body = self.options.mask_body(codes)
-            buf[: len(body)] = body
-        buf[-1] = self._done_valid()
-        m = np.frombuffer(buf, dtype=np.bool_)
-        self._mask = m
+        done = self._done_valid()
+        memo = self._masks[done]  # the masks of the window patterns seen, by fit codes: copied out
+        m = memo.get(codes)
+        if m is None:
+            if len(memo) >= MASK_MEMO_MAX:
+                memo.clear()
+            buf = bytearray(self.done_action + 1)
+            if codes:
+                body = self.options.mask_body(codes)
+                buf[: len(body)] = body
+            buf[-1] = done
+            m = memo[codes] = np.frombuffer(bytes(buf), dtype=np.bool_)  # read-only
+        m = self._mask = m.copy()
         return m
 
     def take_mask(self) -> np.ndarray:
@@ -380,7 +423,7 @@ class DecisionBuilder:
         if self._simple:
             n_free = self._n_free
             ex = [n <= n_free for n in sizes]
-            if self._need_sh and self.view.max_jobs_per_gpu == 1:
+            if self._need_sh and self._exclusive_gpus:
                 sh = ex  # exclusive cluster, no job needs more memory than any GPU has: same test
             elif self._need_sh:
                 n_sh, mem_l = self._n_sh, self.cache.mem_l
@@ -407,8 +450,19 @@ class DecisionBuilder:
         shares) the codes come straight from the counts, else from :meth:`_fits`."""
         codes = self._codes
         if codes is None:
-            if self._simple and (not self._need_sh or self.view.max_jobs_per_gpu == 1):
-                # both tests are "GPUs <= free GPUs" (see _fits)
+            fit = self._count_fit
+            if fit:  # both tests are "GPUs <= free GPUs" (see _fits): the window's GPU counts as
+                # bytes (fewer than 256 GPUs), mapped by a table of the free-GPU count
+                n_free = self._n_free
+                table = self._tables.get(n_free)
+                if table is None:
+                    table = self._tables[n_free] = bytes([fit if g <= n_free else 0 for g in range(256)])
+                try:
+                    codes = bytes(map(self.cache.gpus_l.__getitem__, self._win_ids)).translate(table)
+                except ValueError:  # a job larger than the cluster (another backend's queue)
+                    gpus_l = self.cache.gpus_l
+                    codes = bytes([fit if gpus_l[i] <= n_free else 0 for i in self._win_ids])
+            elif self._simple and (not self._need_sh or self._exclusive_gpus):
                 fit, n_free, gpus_l = (3 if self._need_sh else 1), self._n_free, self.cache.gpus_l
                 codes = bytes([fit if gpus_l[i] <= n_free else 0 for i in self._win_ids])
             else:
@@ -436,14 +490,24 @@ class DecisionBuilder:
         if self._obs is not None:
             return self._obs
         view, lay, ws, cache = self.view, self._lay, self._ws, self.cache
-        free, n_res = (view.free, view.n_resident) if ws is None else (ws.ctx.free, ws.n_res)
+        free, up, n_res = self._arrays
+        if ws is not None:
+            free, n_res = ws.ctx.free, ws.n_res
         codes = self._fit_codes()
+        k, win, buf = self.k, self._win_ids, self._win_buf
+        row = self._code_rows.get(codes)
+        if row is None:
+            if len(self._code_rows) >= MASK_MEMO_MAX:
+                self._code_rows.clear()
+            row = self._code_rows[codes] = array("q", [*codes, *self._no_job[len(codes):]])
+        buf[:k] = array("q", win + self._no_job[len(win):]) if len(win) < k else array("q", win)
+        buf[k:] = row
         n_dec, n_gpus, now = len(self.decisions), lay.n_gpus, view.now
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
-        obs = np.empty(lay.size + self.k * SLOT_FEATURES + GLOBAL_FEATURES, dtype=np.float32)
+        obs = np.empty(lay.size + k * SLOT_FEATURES + GLOBAL_FEATURES, _F32)
         fill_observation(  # the global row's scalars one by one (a tuple argument costs more to pass)
-            obs, lay.gpu_node, lay.node_scale, free, view.up, view.gpu_power_w, n_res, view.slowdown,
-            cache.slot, np.array(self._win_ids + list(codes), dtype=np.int64),  # ids, then fit codes
+            obs, lay.gpu_node, lay.node_scale, free, up, view.gpu_power_w, n_res, view.slowdown,
+            cache.slot, self._win_np,  # k ids (-1: none), then k fit codes
             now / 3600.0, self._n_free,
             math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
             math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
@@ -469,12 +533,16 @@ class DecisionBuilder:
     def act(self, action: int) -> Start | None:
         """Apply a valid placement action to the working state; None if it is not valid now."""
         action = int(action)
-        if action == self.done_action or not self.valid(action):
+        if not 0 <= action < self.done_action:  # ("done" or out of range: not a start)
             return None
+        options = self.options
         slot, opt = divmod(action, self.n_opts)
+        codes = self._codes if self._codes is not None else self._fit_codes()
+        if slot >= len(codes) or not codes[slot] & options.fit_bits[opt]:  # (valid, written out)
+            return None
         job = self.view.job(self._win_ids[slot])
-        ws = self.ws
-        gpus = self.options.place(opt, job, ws)
+        ws = self._ws if self._ws is not None else self.ws
+        gpus = options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
         self._n_free -= ws.take(job, gpus)
@@ -482,7 +550,8 @@ class DecisionBuilder:
         self.decisions.append(d)
         self._gone.add(job.job_id)
         self._demand -= len(gpus)
-        self._n_sh = self._count_shareable()
+        if self._need_sh:
+            self._n_sh = self._n_free if self._exclusive_gpus else self._count_shareable()
         self._refresh()
         return d
 

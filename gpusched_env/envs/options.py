@@ -66,7 +66,8 @@ SCALAR_GPUS = 2
 (:func:`~gpusched_env.envs.kernels.take_k`: about 3 us for any size, against about 2 us for one GPU
 and 5-20 us for 4-16 GPUs one scalar at a time or by fancy indexing, measured here)."""
 MASK_MEMO_MAX = 4096
-"""choice: window fit patterns whose mask entries an :class:`OptionSet` remembers (bytes each)."""
+"""choice: window fit patterns whose mask entries (and whole masks, per window size and "done") an
+:class:`OptionSet` remembers."""
 
 PlacementFactory = Callable[[dict[str, Any]], Mapping[str, Placement]]
 """``factory(pal_params) -> {option name: placement}`` for the exclusive options."""
@@ -282,6 +283,7 @@ class OptionSet:
         }  # (fits an exclusive option, fits a shared one)
         self._by_code = [self.mask_rows[bool(c & 1), bool(c & 2)] for c in range(4)]
         self._bodies: dict[bytes, bytes] = {}  # mask_body by its codes (a window's patterns recur)
+        self._masks: dict[int, tuple[dict[bytes, np.ndarray], dict[bytes, np.ndarray]]] = {}  # mask_memo
 
     def mask_body(self, codes: bytes) -> bytes:
         """The mask entries of a window whose slot ``s`` has fit code ``codes[s]`` (bit 0: an
@@ -293,6 +295,14 @@ class OptionSet:
             by_code = self._by_code
             body = self._bodies[codes] = b"".join([by_code[c] for c in codes])
         return body
+
+    def mask_memo(self, k: int) -> tuple[dict[bytes, np.ndarray], dict[bytes, np.ndarray]]:
+        """Whole masks of a ``k``-slot window by fit codes, "done" invalid then valid: one pair of
+        dicts per window size, kept with the options (a builder copies its mask out of them)."""
+        memo = self._masks.get(k)
+        if memo is None:
+            memo = self._masks[k] = ({}, {})
+        return memo
 
     def __len__(self) -> int:
         return len(self.names)
