@@ -223,7 +223,95 @@ class Simulator:
         """Straggler toggles due before ``limit`` (the next event's time), merged into the event
         loop in time order (:meth:`Stragglers.run_before`, which hands each toggle that touches
         jobs to :meth:`_toggle_at`)."""
-        strag.run_before(limit, self.state.n_resident, self._toggle_at)
+        if not self.incremental_toggles or self.checker is not None or (self._round_s and self.model.completion_at_round):
+            strag.run_before(limit, self.state.n_resident, self._toggle_at)
+        else:
+            strag.run_batches(limit, self.state.n_resident, self._toggles)
+
+    def _toggles(self, hits: list[float], limit: float, last_t: float) -> tuple[int, float]:
+        """Apply a batch of straggler toggles of GPUs holding jobs, ``hits`` = (time, GPU, factor)
+        ..., in order (:meth:`Stragglers.run_batches`): what :meth:`_toggle_at` does for each, in one
+        flat loop (the steps of :meth:`DataParallelSpeed.toggle` and :meth:`set_straggle`'s
+        incremental re-timing written out, the same floats). After a toggle that armed a
+        completion before ``limit`` the limit moves there; when it moves to or before ``last_t``
+        the rest is left (returns their start, 1-based, and the limit; else -1 and the limit).
+        Only without a checker, with incremental toggles and without completions at round
+        boundaries (:meth:`_run_stragglers` takes :meth:`_toggle_at` otherwise)."""
+        env, heap, speed = self.env, self.env.heap, self.speed
+        straggle, slow, unslowed, factors_l, speed_l = (
+            speed._straggle, speed._slow, speed._unslowed, speed._factors_l, speed._speed_l,
+        )
+        state, runs, done, attained, records = self.state, self.runs, self.done, self.attained, self.records
+        jobs, resident, running, on_due = state.jobs, state.resident, state.running, self._on_due
+        push = heapq.heappush
+        for i in range(0, len(hits), 3):
+            now = hits[i]
+            g = int(hits[i + 1])
+            st = straggle[g] = hits[i + 2]  # the toggle (DataParallelSpeed.toggle)
+            old = slow[g]
+            if st == 1.0:
+                new = slow[g] = unslowed[g]
+            else:
+                sp = speed_l[g]
+                new = slow[g] = [f * st / sp for f in factors_l[g]]
+            env.now = now
+            order = env.order
+            for jid in resident[g]:
+                run = runs[jid]
+                job = jobs[jid]
+                last = run.last_t
+                dt = now - last  # settle (as _settle)
+                if dt > 0:
+                    r = run.resume_at
+                    work_dt = now - (r if r > last else last)
+                    if not work_dt > 0.0:
+                        work_dt = 0.0
+                    d = done[jid] + work_dt / run.iter_s
+                    w = job.work_iters
+                    done[jid] = d if d < w else w
+                    attained[jid] += dt * job.num_gpus
+                    rec = records[jid]
+                    rec.gpu_seconds += dt * job.num_gpus
+                    rec.energy_j += dt * run.power_w
+                run.last_t = now
+                worst = run.worst  # re-time (as iter_time)
+                if worst is None:  # shares a GPU, MPS or a pipeline (residents are as at the last re-timing)
+                    run.iter_s = speed.iter_time(job, running[jid], run.loc_mult, run.comm_s)
+                    self._schedule_completion(jid, run, now)
+                    continue
+                c = run.cls
+                s = new[c]
+                if s >= worst:
+                    worst = s
+                elif old[c] == worst:  # the slowest GPU sped up: look at them all (as worst_of)
+                    gpus = running[jid].gpus
+                    if len(gpus) == 1:
+                        worst = s
+                    else:
+                        worst = -math.inf
+                        for h in gpus:
+                            v = slow[h][c]
+                            if v > worst:
+                                worst = v
+                run.worst = worst
+                iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
+                left = job.work_iters - done[jid]  # completion (as _schedule_completion)
+                wait = run.resume_at - now
+                delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * iter_s
+                due = run.due = now + delay
+                armed = run.armed_at
+                if armed is None or armed > due:
+                    version = run.version = run.version + 1  # _arm, written out
+                    at = run.armed_at = now + delay
+                    push(heap, (at, NORMAL, env.order, on_due, (jid, run, version)))
+                    env.order += 1
+            if env.order != order:  # a completion was armed: the next event may be earlier
+                nxt = heap[0][0]
+                if nxt < limit:
+                    limit = nxt
+                    if last_t >= limit:
+                        return i // 3 + 1, limit
+        return -1, limit
 
     def _toggle_at(self, t: float, g: int, factor: float) -> float:
         """Apply a straggler toggle of GPU ``g`` (which holds jobs) at its time ``t``; it may arm a
