@@ -213,7 +213,7 @@ def _jobs(n: int, seed: int) -> list[Job]:
 def _run(policy: str, incremental: bool, model: SimModel, checked: list[int] | None = None) -> Simulator:
     topo = Topology.build([NodeGroup(3, 4, "V100", 16.0), NodeGroup(1, 4, "P100", 16.0)])
     sim = Simulator(topo, _jobs(120, 1), model, seed=2)
-    sim.incremental_toggles = incremental
+    sim.incremental_toggles = sim.written_out = incremental
     if checked is not None:  # every toggle leaves each job there at iter_time's speed
         plain_toggle = sim.set_straggle
 
@@ -253,7 +253,8 @@ def _run(policy: str, incremental: bool, model: SimModel, checked: list[int] | N
 def test_incremental_toggles_give_the_plain_floats(policy):
     """fifo (whole jobs alone on 1-12 GPUs), gandiva (co-located jobs: the plain path) and las
     (preemptions and restarts), with stragglers, drift and node failures: the incremental
-    re-timing gives every job's records float for float as the plain steps, and after every
+    re-timing and the steps written out in the re-timing after starts and completions and in a
+    completion's settle give every job's records float for float as the plain steps, and after every
     toggle each job there runs at ``iter_time``'s speed (the flat batch path, :meth:`Simulator._toggles`,
     fed one toggle at a time, against the plain per-toggle steps)."""
     model = SimModel(

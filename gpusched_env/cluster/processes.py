@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numba import njit
@@ -71,6 +71,9 @@ class Stragglers:
         self._heap_t, self._heap_seq, self._heap_g, self._heap_on = s[:n], s[n : 2 * n], s[2 * n : 3 * n], s[3 * n : 4 * n]
         self._slowed, self._noted = s[4 * n : 5 * n], s[5 * n : 6 * n]
         self._noted[:] = np.nan
+        # memoryviews of the same floats: indexing them gives and takes Python floats (no numpy scalars)
+        self._noted_v: Any = self._noted.data
+        self._count_v: Any = s[6 * n + 4 : 6 * n + 5].data
         self._scalars = s[6 * n : 6 * n + 5]  # mean_on, mean_off, next order, next draw, noted count
         self._scalars[:2] = self.mean_on, self.mean_off
         self._scalars[3] = _BATCH  # no draws yet
@@ -153,15 +156,15 @@ class Stragglers:
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
-        sc = self._scalars
-        if sc[4]:
-            noted = self._noted
+        count = self._count_v
+        if count[0]:
+            noted = self._noted_v
             for g in gpus:
                 factor = noted[g]
                 if factor == factor:  # not NaN
                     noted[g] = math.nan
-                    sc[4] -= 1
-                    apply(g, float(factor))
+                    count[0] -= 1
+                    apply(g, factor)
 
     def flush_all(self, apply: Callable[[int, float], None]) -> None:
         """:meth:`flush` for every GPU (in GPU order)."""

@@ -84,6 +84,12 @@ class Simulator:
     """Re-time the jobs of a straggling GPU from their kept slowest GPU (:meth:`set_straggle`);
     False takes the plain steps (tests compare the two)."""
 
+    written_out = True
+    """Re-timing after starts and completions (:meth:`_refresh`) and a completion's settle
+    (:meth:`_due`) with the steps of :meth:`DataParallelSpeed.alone_worst`,
+    :meth:`_schedule_completion` and :meth:`_settle` written out (the same floats); False calls
+    them (tests compare the two)."""
+
     def __init__(
         self,
         topology: Topology,
@@ -471,24 +477,56 @@ class Simulator:
                 loads.append((g, speed.shared_util(g)))
         self.power.set_loads(loads)
         power_l = self.power.power_l
+        slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
+        done, env, on_due = self.done, self.env, self._on_due
+        written = self.written_out and not (self.model.completion_at_round and self._round_s)
         for jid in jobs:
             run = runs.get(jid)
             if run is None:
                 continue
             alloc = running[jid]
-            self._last_gpus[jid] = alloc.gpus
-            job = state.jobs[jid]
-            worst = run.worst = speed.alone_worst(job, alloc)  # kept for the next straggler toggle
+            placed = last_gpus[jid] = alloc.gpus
+            job = jobs_of[jid]
+            # kept for the next straggler toggle: speed.alone_worst, written out
+            worst: float | None = None
+            if not written:
+                worst = speed.alone_worst(job, alloc)
+                c = job.class_index
+            elif job.pipeline is None and not alloc.sharing.is_mps:
+                c = job.class_index
+                w = -math.inf
+                for g in placed:
+                    if len(resident[g]) != 1:
+                        break
+                    v = slow[g][c]
+                    if v > w:
+                        w = v
+                else:
+                    worst = w
+            run.worst = worst
             if worst is None:
                 run.iter_s = speed.iter_time(job, alloc, run.loc_mult, run.comm_s)
             else:  # the same float as iter_time
-                run.base_s, run.cls = self.spec(job.model).base_iter_s, job.class_index
+                spec = spec_of.get(job.model)
+                run.base_s, run.cls = (spec or self.spec(job.model)).base_iter_s, c
                 run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
             watts = 0.0  # the job's share of each of its GPUs' power
-            for g in alloc.gpus:
+            for g in placed:
                 watts += power_l[g] / len(resident[g])
             run.power_w = watts
-            self._schedule_completion(jid, run, now)
+            if not written:
+                self._schedule_completion(jid, run, now)
+                continue
+            left = job.work_iters - done[jid]  # _schedule_completion and _arm, written out
+            wait = run.resume_at - now
+            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
+            due = run.due = now + delay
+            armed = run.armed_at
+            if armed is None or armed > due:
+                version = run.version = run.version + 1
+                t = run.armed_at = env.now + delay
+                heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
+                env.order += 1
         self.power.mark(now)
 
     def _schedule_completion(self, jid: int, run: _Run, now: float) -> None:
@@ -529,13 +567,23 @@ class Simulator:
             self._arm(jid, run, run.due - now)
             return
         self.power.account(now)
-        self._settle(jid, now)
-        job = self.state.jobs[jid]
+        state = self.state
+        job = state.jobs[jid]
+        rec = self.records[jid]
+        if not self.written_out:
+            self._settle(jid, now)
+        else:  # settle (as _settle; the job's work is set done just below)
+            dt = now - run.last_t
+            if dt > 0:
+                self.attained[jid] += dt * job.num_gpus
+                rec.gpu_seconds += dt * job.num_gpus
+                rec.energy_j += dt * run.power_w
+            run.last_t = now
         self.done[jid] = job.work_iters
-        alloc = self.state.finish(jid)
+        alloc = state.finish(jid)
         del self.runs[jid]
         self._last_gpus.pop(jid, None)
-        count_finished(self.records[jid], now)
+        count_finished(rec, now)
         if job.tracked:
             self._tracked_left -= 1
         gpus = set(alloc.gpus)
