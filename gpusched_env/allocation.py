@@ -22,6 +22,9 @@ import numpy as np
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, InvalidDecision, Job, Migrate, Preempt, Sharing, Start
 
+_SUMS = frozenset(("mem_used", "share_used"))
+"""The per-GPU arrays written from lists when read (:meth:`ClusterState.readonly`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Allocation:
@@ -102,8 +105,8 @@ class ClusterState:
     def readonly(self, name: str) -> np.ndarray:
         """A read-only view of the per-GPU array ``name`` (made once; it sees every later change:
         these arrays are only ever updated in place; ``mem_used`` and ``share_used`` are brought up
-        to date at each call)."""
-        if self._dirty:
+        to date at each call for those names, the others do not need it)."""
+        if self._dirty and name in _SUMS:
             self._sync()
         v = self._ro.get(name)
         if v is None:

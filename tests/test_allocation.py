@@ -150,7 +150,8 @@ def test_memory_and_share_arrays_follow_the_lists():
     """Memory and share sums are kept in lists and written to the arrays when read: after random
     starts (shared GPUs), preemptions and finishes, read at some steps only, the arrays (and a
     read-only view taken at the start) hold each GPU's sum over its resident jobs (exact: quarters),
-    and the capacity check reads the current memory."""
+    reading another array (``free_mask``) does not write them, and the capacity check reads the
+    current memory."""
     import numpy as np
 
     topo = Topology.build([NodeGroup(2, 4, "V100", 16.0)])
@@ -170,6 +171,10 @@ def test_memory_and_share_arrays_follow_the_lists():
         if s.running and rng.random() < 0.4:
             gone = list(s.running)[int(rng.integers(0, len(s.running)))]
             s.apply([Preempt(gone)], float(i)) if rng.random() < 0.5 else s.finish(gone)
+        if i % 5 == 0:  # another array read: the sums' arrays are left as they are (written when read)
+            dirty = set(s._dirty)
+            assert s.readonly("free_mask").tolist() == [not s.resident[g] for g in range(8)]
+            assert s._dirty == dirty
         if i % 7 == 0:
             want_mem = [sum(jobs[j].mem_gb for j in s.resident[g]) for g in range(8)]
             want_share = [sum(jobs[j].gpu_fraction for j in s.resident[g]) for g in range(8)]

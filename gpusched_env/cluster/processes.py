@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from numba import njit
@@ -71,6 +71,9 @@ class Stragglers:
         self._heap_t, self._heap_seq, self._heap_g, self._heap_on = s[:n], s[n : 2 * n], s[2 * n : 3 * n], s[3 * n : 4 * n]
         self._slowed, self._noted = s[4 * n : 5 * n], s[5 * n : 6 * n]
         self._noted[:] = np.nan
+        # memoryviews of the same floats: indexing them gives and takes Python floats (no numpy scalars)
+        self._noted_v: Any = self._noted.data
+        self._count_v: Any = s[6 * n + 4 : 6 * n + 5].data
         self._scalars = s[6 * n : 6 * n + 5]  # mean_on, mean_off, next order, next draw, noted count
         self._scalars[:2] = self.mean_on, self.mean_off
         self._scalars[3] = _BATCH  # no draws yet
@@ -105,7 +108,28 @@ class Stragglers:
         (``n_resident[g]`` 0) changes nothing but the GPU's factor: it is only noted, and the host
         learns it from :meth:`flush` before a job starts there. A toggle of a GPU that holds jobs
         is handed to the host, ``apply(time, GPU, factor)``, which applies it at that time and
-        returns the new limit (it may arm events before ``limit``).
+        returns the new limit (it may arm events before ``limit``). :meth:`run_batches` with the
+        toggles handed over one at a time."""
+
+        def batch(hits: list[float], limit: float, last_t: float) -> tuple[int, float]:
+            for i in range(0, len(hits), 3):
+                new = float(apply(hits[i], int(hits[i + 1]), hits[i + 2]))
+                if new < limit:
+                    limit = new
+                    if last_t >= limit:
+                        return i // 3 + 1, limit
+            return -1, limit
+
+        self.run_batches(limit, n_resident, batch)
+
+    def run_batches(
+        self, limit: float, n_resident: np.ndarray, apply_batch: Callable[[list[float], float, float], tuple[int, float]],
+    ) -> None:
+        """:meth:`run_before` with the toggles of GPUs holding jobs handed to the host a batch at a
+        time: ``apply_batch(hits, limit, last_t)`` applies ``hits`` (time, GPU, factor, ... as
+        floats) in order and returns ``(-1, limit)``, the limit as the toggles moved it (each may
+        arm events before it), or ``(k, limit)`` when the ``k``-th toggle moved the limit to or
+        before ``last_t`` (the time of the last toggle the loop ran), the rest not applied.
 
         The compiled loop runs ahead to ``limit`` and hands over a batch of such toggles; when one
         of them moves the limit below a toggle the loop already ran, the loop starts the batch
@@ -118,18 +142,11 @@ class Stragglers:
         skip = 0  # toggles of the batch already handed over (when it is run again)
         while True:
             status, n, next_t, last_t = _run_toggles(limit, n_resident, s, skip)
-            hits = s[at : at + 3 * n].tolist() if n else ()
-            again = False
-            for i in range(0, 3 * n, 3):
-                new = float(apply(hits[i], int(hits[i + 1]), hits[i + 2]))
-                if new < limit:
-                    limit = new
-                    if last_t >= limit:  # the loop ran toggles due after the new limit: again
-                        skip += i // 3 + 1
-                        again = True
-                        break
-            if again:
-                continue
+            if n:
+                k, limit = apply_batch(s[at : at + 3 * n].tolist(), limit, last_t)
+                if k >= 0:  # the loop ran toggles due after the new limit: again
+                    skip += k
+                    continue
             if status == _DONE:
                 self.next_t = next_t
                 return
@@ -139,15 +156,15 @@ class Stragglers:
 
     def flush(self, gpus: Iterable[int], apply: Callable[[int, float], None]) -> None:
         """Tell the host (``apply(g, factor)``) the factors of ``gpus`` noted while they were idle."""
-        sc = self._scalars
-        if sc[4]:
-            noted = self._noted
+        count = self._count_v
+        if count[0]:
+            noted = self._noted_v
             for g in gpus:
                 factor = noted[g]
                 if factor == factor:  # not NaN
                     noted[g] = math.nan
-                    sc[4] -= 1
-                    apply(g, float(factor))
+                    count[0] -= 1
+                    apply(g, factor)
 
     def flush_all(self, apply: Callable[[int, float], None]) -> None:
         """:meth:`flush` for every GPU (in GPU order)."""

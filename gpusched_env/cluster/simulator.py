@@ -84,6 +84,12 @@ class Simulator:
     """Re-time the jobs of a straggling GPU from their kept slowest GPU (:meth:`set_straggle`);
     False takes the plain steps (tests compare the two)."""
 
+    written_out = True
+    """Re-timing after starts and completions (:meth:`_refresh`) and a completion's settle
+    (:meth:`_due`) with the steps of :meth:`DataParallelSpeed.alone_worst`,
+    :meth:`_schedule_completion` and :meth:`_settle` written out (the same floats); False calls
+    them (tests compare the two)."""
+
     def __init__(
         self,
         topology: Topology,
@@ -223,7 +229,95 @@ class Simulator:
         """Straggler toggles due before ``limit`` (the next event's time), merged into the event
         loop in time order (:meth:`Stragglers.run_before`, which hands each toggle that touches
         jobs to :meth:`_toggle_at`)."""
-        strag.run_before(limit, self.state.n_resident, self._toggle_at)
+        if not self.incremental_toggles or self.checker is not None or (self._round_s and self.model.completion_at_round):
+            strag.run_before(limit, self.state.n_resident, self._toggle_at)
+        else:
+            strag.run_batches(limit, self.state.n_resident, self._toggles)
+
+    def _toggles(self, hits: list[float], limit: float, last_t: float) -> tuple[int, float]:
+        """Apply a batch of straggler toggles of GPUs holding jobs, ``hits`` = (time, GPU, factor)
+        ..., in order (:meth:`Stragglers.run_batches`): what :meth:`_toggle_at` does for each, in one
+        flat loop (the steps of :meth:`DataParallelSpeed.toggle` and :meth:`set_straggle`'s
+        incremental re-timing written out, the same floats). After a toggle that armed a
+        completion before ``limit`` the limit moves there; when it moves to or before ``last_t``
+        the rest is left (returns their start, 1-based, and the limit; else -1 and the limit).
+        Only without a checker, with incremental toggles and without completions at round
+        boundaries (:meth:`_run_stragglers` takes :meth:`_toggle_at` otherwise)."""
+        env, heap, speed = self.env, self.env.heap, self.speed
+        straggle, slow, unslowed, factors_l, speed_l = (
+            speed._straggle, speed._slow, speed._unslowed, speed._factors_l, speed._speed_l,
+        )
+        state, runs, done, attained, records = self.state, self.runs, self.done, self.attained, self.records
+        jobs, resident, running, on_due = state.jobs, state.resident, state.running, self._on_due
+        push = heapq.heappush
+        for i in range(0, len(hits), 3):
+            now = hits[i]
+            g = int(hits[i + 1])
+            st = straggle[g] = hits[i + 2]  # the toggle (DataParallelSpeed.toggle)
+            old = slow[g]
+            if st == 1.0:
+                new = slow[g] = unslowed[g]
+            else:
+                sp = speed_l[g]
+                new = slow[g] = [f * st / sp for f in factors_l[g]]
+            env.now = now
+            order = env.order
+            for jid in resident[g]:
+                run = runs[jid]
+                job = jobs[jid]
+                last = run.last_t
+                dt = now - last  # settle (as _settle)
+                if dt > 0:
+                    r = run.resume_at
+                    work_dt = now - (r if r > last else last)
+                    if not work_dt > 0.0:
+                        work_dt = 0.0
+                    d = done[jid] + work_dt / run.iter_s
+                    w = job.work_iters
+                    done[jid] = d if d < w else w
+                    attained[jid] += dt * job.num_gpus
+                    rec = records[jid]
+                    rec.gpu_seconds += dt * job.num_gpus
+                    rec.energy_j += dt * run.power_w
+                run.last_t = now
+                worst = run.worst  # re-time (as iter_time)
+                if worst is None:  # shares a GPU, MPS or a pipeline (residents are as at the last re-timing)
+                    run.iter_s = speed.iter_time(job, running[jid], run.loc_mult, run.comm_s)
+                    self._schedule_completion(jid, run, now)
+                    continue
+                c = run.cls
+                s = new[c]
+                if s >= worst:
+                    worst = s
+                elif old[c] == worst:  # the slowest GPU sped up: look at them all (as worst_of)
+                    gpus = running[jid].gpus
+                    if len(gpus) == 1:
+                        worst = s
+                    else:
+                        worst = -math.inf
+                        for h in gpus:
+                            v = slow[h][c]
+                            if v > worst:
+                                worst = v
+                run.worst = worst
+                iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
+                left = job.work_iters - done[jid]  # completion (as _schedule_completion)
+                wait = run.resume_at - now
+                delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * iter_s
+                due = run.due = now + delay
+                armed = run.armed_at
+                if armed is None or armed > due:
+                    version = run.version = run.version + 1  # _arm, written out
+                    at = run.armed_at = now + delay
+                    push(heap, (at, NORMAL, env.order, on_due, (jid, run, version)))
+                    env.order += 1
+            if env.order != order:  # a completion was armed: the next event may be earlier
+                nxt = heap[0][0]
+                if nxt < limit:
+                    limit = nxt
+                    if last_t >= limit:
+                        return i // 3 + 1, limit
+        return -1, limit
 
     def _toggle_at(self, t: float, g: int, factor: float) -> float:
         """Apply a straggler toggle of GPU ``g`` (which holds jobs) at its time ``t``; it may arm a
@@ -383,24 +477,56 @@ class Simulator:
                 loads.append((g, speed.shared_util(g)))
         self.power.set_loads(loads)
         power_l = self.power.power_l
+        slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
+        done, env, on_due = self.done, self.env, self._on_due
+        written = self.written_out and not (self.model.completion_at_round and self._round_s)
         for jid in jobs:
             run = runs.get(jid)
             if run is None:
                 continue
             alloc = running[jid]
-            self._last_gpus[jid] = alloc.gpus
-            job = state.jobs[jid]
-            worst = run.worst = speed.alone_worst(job, alloc)  # kept for the next straggler toggle
+            placed = last_gpus[jid] = alloc.gpus
+            job = jobs_of[jid]
+            # kept for the next straggler toggle: speed.alone_worst, written out
+            worst: float | None = None
+            if not written:
+                worst = speed.alone_worst(job, alloc)
+                c = job.class_index
+            elif job.pipeline is None and not alloc.sharing.is_mps:
+                c = job.class_index
+                w = -math.inf
+                for g in placed:
+                    if len(resident[g]) != 1:
+                        break
+                    v = slow[g][c]
+                    if v > w:
+                        w = v
+                else:
+                    worst = w
+            run.worst = worst
             if worst is None:
                 run.iter_s = speed.iter_time(job, alloc, run.loc_mult, run.comm_s)
             else:  # the same float as iter_time
-                run.base_s, run.cls = self.spec(job.model).base_iter_s, job.class_index
+                spec = spec_of.get(job.model)
+                run.base_s, run.cls = (spec or self.spec(job.model)).base_iter_s, c
                 run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
             watts = 0.0  # the job's share of each of its GPUs' power
-            for g in alloc.gpus:
+            for g in placed:
                 watts += power_l[g] / len(resident[g])
             run.power_w = watts
-            self._schedule_completion(jid, run, now)
+            if not written:
+                self._schedule_completion(jid, run, now)
+                continue
+            left = job.work_iters - done[jid]  # _schedule_completion and _arm, written out
+            wait = run.resume_at - now
+            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
+            due = run.due = now + delay
+            armed = run.armed_at
+            if armed is None or armed > due:
+                version = run.version = run.version + 1
+                t = run.armed_at = env.now + delay
+                heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
+                env.order += 1
         self.power.mark(now)
 
     def _schedule_completion(self, jid: int, run: _Run, now: float) -> None:
@@ -441,13 +567,23 @@ class Simulator:
             self._arm(jid, run, run.due - now)
             return
         self.power.account(now)
-        self._settle(jid, now)
-        job = self.state.jobs[jid]
+        state = self.state
+        job = state.jobs[jid]
+        rec = self.records[jid]
+        if not self.written_out:
+            self._settle(jid, now)
+        else:  # settle (as _settle; the job's work is set done just below)
+            dt = now - run.last_t
+            if dt > 0:
+                self.attained[jid] += dt * job.num_gpus
+                rec.gpu_seconds += dt * job.num_gpus
+                rec.energy_j += dt * run.power_w
+            run.last_t = now
         self.done[jid] = job.work_iters
-        alloc = self.state.finish(jid)
+        alloc = state.finish(jid)
         del self.runs[jid]
         self._last_gpus.pop(jid, None)
-        count_finished(self.records[jid], now)
+        count_finished(rec, now)
         if job.tracked:
             self._tracked_left -= 1
         gpus = set(alloc.gpus)
