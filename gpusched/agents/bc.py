@@ -22,7 +22,8 @@ stable-baselines3 2.2), so this is a short loop:
    variant's episodes drawn from its own child of the run's SeedSequence).
    :func:`dagger_v1` adds DAgger rounds: the clone drives the episodes and the teacher labels the
    states it reaches (where its batch is defined), so the clone learns to recover from its own
-   mistakes; the data are pooled and the clone refitted after each round.
+   mistakes; the data are pooled and the clone refitted after each round. :func:`dagger_mix` runs
+   the learner's episodes round-robin over a training mix's variants, as :func:`collect_mix` does.
 2. :func:`clone` minimises the cross-entropy of the policy's (masked) action distribution on the
    (obs, mask, action) triples with Adam — on an SB3 ``ActorCriticPolicy`` / sb3-contrib
    ``MaskableActorCriticPolicy``.
@@ -236,31 +237,76 @@ def dagger_v1(env: ClusterV1Env, make_teacher: Any, act: Any, episodes: int, see
     results: list[RunResult] = []
     for ep in range(episodes):
         obs, info = env.reset(seed=seed + ep)
-        teacher = make_teacher(env.run_seed)
-        over = env._over
-        point: Any = None
-        labels: list[int] = []
-        i = -1  # the teacher's next action at this point; -1 once the learner left the teacher's batch
-        while not over:
-            b = env.builder
-            assert b is not None
-            if b is not point:  # a new decision point: ask the teacher once
-                point, i = b, 0
-                labels = [env.token_action(a) for a in (*_v1_actions(env, teacher), b.done_action)]
-            mask = np.array(info["action_mask"], dtype=bool)
-            label = labels[i] if 0 <= i < len(labels) and mask[labels[i]] else None
-            a = int(act(obs, mask))
-            if label is not None:
-                rec["obs"].append(obs)
-                rec["mask"].append(mask)
-                rec["action"].append(label)
-                agreed += int(a == label)
-            i = i + 1 if label is not None and a == label else -1
-            steps += 1
-            obs, _, term, trunc, info = env.step(a)
-            over = term or trunc
+        s, a = _dagger_episode(env, obs, info, make_teacher(env.run_seed), act, rec)
+        steps, agreed = steps + s, agreed + a
         results.append(env.result())
     return {**_arrays(rec, env), "steps": steps, "labelled": len(rec["action"]), "agreed": agreed, "results": results}
+
+
+def _dagger_episode(env: ClusterV1Env, obs: Any, info: dict[str, Any], teacher: Policy, act: Any,
+                    rec: dict[str, list[object]]) -> tuple[int, int]:
+    """One learner-driven episode from a reset env (:func:`dagger_v1`), its labelled states appended
+    to ``rec``; returns (steps, labelled steps where the learner agreed)."""
+    steps = agreed = 0
+    over = env._over
+    point: Any = None
+    labels: list[int] = []
+    i = -1  # the teacher's next action at this point; -1 once the learner left the teacher's batch
+    while not over:
+        b = env.builder
+        assert b is not None
+        if b is not point:  # a new decision point: ask the teacher once
+            point, i = b, 0
+            labels = [env.token_action(a) for a in (*_v1_actions(env, teacher), b.done_action)]
+        mask = np.array(info["action_mask"], dtype=bool)
+        label = labels[i] if 0 <= i < len(labels) and mask[labels[i]] else None
+        a = int(act(obs, mask))
+        if label is not None:
+            rec["obs"].append(obs)
+            rec["mask"].append(mask)
+            rec["action"].append(label)
+            agreed += int(a == label)
+        i = i + 1 if label is not None and a == label else -1
+        steps += 1
+        obs, _, term, trunc, info = env.step(a)
+        over = term or trunc
+    return steps, agreed
+
+
+def dagger_mix(envs: list[tuple[str, Any, ClusterV1Env]], make_teacher: Any, act: Any, episodes: int,
+               seed_seq: np.random.SeedSequence) -> dict[str, Any]:
+    """:func:`dagger_v1` across a training mix's variants, as :func:`collect_mix` collects: ``envs``
+    holds (name, scenario, Cluster-v1 env) per variant, ``make_teacher(scenario, run_seed)`` the
+    teacher of an episode; episode ``e`` runs on variant ``e mod V``, each variant's workloads and
+    run seeds drawn from its own child of ``seed_seq``. Adds ``variant`` (per labelled sample) and
+    ``per_variant``: per variant name its episodes, steps, labelled samples and the learner's results."""
+    from gpusched.agents.scenario_mix import MixEnv
+
+    mix = MixEnv([(name, env) for name, _, env in envs], seed_seq, cycle=True)
+    rec: dict[str, list[object]] = {"obs": [], "mask": [], "action": []}
+    variant: list[int] = []
+    per: dict[str, dict[str, Any]] = {name: {"episodes": 0, "steps": 0, "labelled": 0, "results": []}
+                                      for name, _, _ in envs}
+    steps = agreed = 0
+    results: list[RunResult] = []
+    for _ in range(episodes):
+        obs, info = mix.reset()
+        i = mix.current
+        name, scn, env = envs[i]
+        before = len(rec["action"])
+        s, a = _dagger_episode(env, obs, info, make_teacher(scn, env.run_seed), act, rec)
+        steps, agreed = steps + s, agreed + a
+        n = len(rec["action"]) - before
+        variant += [i] * n
+        res = env.result()
+        results.append(res)
+        v = per[name]
+        v["episodes"] += 1
+        v["steps"] += s
+        v["labelled"] += n
+        v["results"].append(res)
+    return {**_arrays(rec, envs[0][2]), "variant": np.asarray(variant, dtype=np.int64), "steps": steps,
+            "labelled": len(rec["action"]), "agreed": agreed, "results": results, "per_variant": per}
 
 
 def pool(data: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -62,6 +62,7 @@ TRAIN_ONLY_KEYS = ("workloads", "run_seeds", "max_steps")  # where and how long 
 # BC teacher's episodes and the evaluation episodes from these children (choice: far past any n_envs).
 BC_BRANCH = 1 << 20
 EVAL_BRANCH = (1 << 20) + 1
+DAGGER_BRANCH = (1 << 20) + 2  # DAgger round r (1, 2, ...) across a mix: its child r - 1
 
 
 def seed_branch(seed: int, branch: int) -> np.random.SeedSequence:
@@ -247,9 +248,6 @@ def check(cfg: DictConfig, out: Path) -> Plan:
     policy_class(str(cfg.agent.policy))
     mix = mix_variants(cfg, eid, kwargs)
     if mix:
-        if cfg.bc.teacher and cfg.bc.dagger_rounds:
-            raise ConfigError("bc.dagger_rounds: DAgger is not built across a mix's variants (mix=none, or "
-                              "bc.dagger_rounds=0)")
         for name, s, kw in mix:
             try:
                 _check_env(eid, s, kw)
@@ -642,8 +640,12 @@ def warm_start(
             log.warning(f"bc.episodes={episodes} < the mix's {len(per_variant)} training variants: the BC data "
                         f"cover only the first {episodes} (bc.json: variants)")
     if cfg.bc.dagger_rounds:
-        info["dagger"] = _dagger_rounds(int(cfg.bc.dagger_rounds), scn, kwargs, model, masked, teach, data, episodes,
-                                        seed, fit)
+        if mix:
+            info["dagger"] = _dagger_rounds_mix(int(cfg.bc.dagger_rounds), mix, teacher, model, masked, data, episodes,
+                                                int(cfg.seed), fit)
+        else:
+            info["dagger"] = _dagger_rounds(int(cfg.bc.dagger_rounds), scn, kwargs, model, masked, teach, data,
+                                            episodes, seed, fit)
     (out / "bc.json").write_text(json.dumps(info, indent=2))
     return info
 
@@ -672,6 +674,48 @@ def _dagger_rounds(rounds: int, scn: Scenario, kwargs: dict[str, Any], model: An
                     "jobs_finished": int(sum(m["jobs_finished"] for m in jct)),
                     "samples": int(len(data["action"])), "loss_last": losses[-1] if losses else None,
                     "accuracy": accuracy(model.policy, data, masked), "s": round(time.perf_counter() - t0, 1)})
+    return out
+
+
+def _dagger_rounds_mix(rounds: int, mix: list[tuple[str, Scenario, dict[str, Any]]], teacher: str, model: Any,
+                       masked: bool, data: dict[str, Any], episodes: int, seed: int,
+                       fit: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """:func:`_dagger_rounds` across ``mix``'s training variants (:func:`gpusched.agents.bc.dagger_mix`):
+    round r's learner episodes go round-robin over the variants, drawn from child r - 1 of
+    :data:`DAGGER_BRANCH`; the data are pooled with the teacher's and the clone refitted; the figures of
+    each round, per variant too."""
+    from gpusched.agents.adapter import predict
+    from gpusched.agents.bc import accuracy, clone, dagger_mix, make_teacher, pool
+    from gpusched_env.envs.cluster_v1 import ClusterV1Env
+    from gpusched_env.metrics import compute_metrics
+
+    envs = []
+    for i, (name, s, kw) in enumerate(mix):
+        # choice: a clone's episode is cut at 10 x the teacher's mean episode length on its variant
+        n_ep = max(len(range(i, episodes, len(mix))), 1)
+        cap = 10 * max(-(-int(np.sum(data["variant"] == i)) // n_ep), 1)
+        envs.append((name, s, ClusterV1Env(s, **dict(kw, max_steps=cap))))
+    out: list[dict[str, Any]] = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        new = dagger_mix(envs, lambda s, run_seed: make_teacher(teacher, s, run_seed),
+                         lambda obs, mask: predict(model, obs, mask, masked), episodes,
+                         np.random.SeedSequence(seed, spawn_key=(DAGGER_BRANCH, r)))
+        data = pool(data, new)
+        losses = clone(model.policy, data, *fit)
+        jct = [compute_metrics(res) for res in new["results"]]
+        variants = {name: {"episodes": v["episodes"], "steps": v["steps"], "labelled": v["labelled"],
+                           "avg_jct_s": (round(float(np.mean([compute_metrics(x)["avg_jct_s"] for x in v["results"]])), 1)
+                                         if v["results"] else None),
+                           "jobs_finished": int(sum(compute_metrics(x)["jobs_finished"] for x in v["results"]))}
+                    for name, v in new["per_variant"].items()}
+        out.append({"round": r + 1, "steps": new["steps"], "labelled": new["labelled"],
+                    "agreed": round(new["agreed"] / max(new["labelled"], 1), 4),
+                    "avg_jct_s": round(float(np.mean([m["avg_jct_s"] for m in jct])), 1) if jct else None,
+                    "jobs_finished": int(sum(m["jobs_finished"] for m in jct)),
+                    "samples": int(len(data["action"])), "loss_last": losses[-1] if losses else None,
+                    "accuracy": accuracy(model.policy, data, masked), "s": round(time.perf_counter() - t0, 1),
+                    "variants": variants})
     return out
 
 
