@@ -81,7 +81,7 @@ class Simulator:
     takes_wake = True  # ``advance`` takes a ``wake`` filter (:func:`gpusched_env.policy.run_policy`)
 
     incremental_toggles = True
-    """Re-time the jobs of a straggling GPU from their kept slowest GPU (:meth:`set_straggle`);
+    """Re-time the jobs of a straggling GPU from their kept slowest GPU (:meth:`_toggles`);
     False takes the plain steps (tests compare the two)."""
 
     written_out = True
@@ -237,12 +237,17 @@ class Simulator:
     def _toggles(self, hits: list[float], limit: float, last_t: float) -> tuple[int, float]:
         """Apply a batch of straggler toggles of GPUs holding jobs, ``hits`` = (time, GPU, factor)
         ..., in order (:meth:`Stragglers.run_batches`): what :meth:`_toggle_at` does for each, in one
-        flat loop (the steps of :meth:`DataParallelSpeed.toggle` and :meth:`set_straggle`'s
-        incremental re-timing written out, the same floats). After a toggle that armed a
-        completion before ``limit`` the limit moves there; when it moves to or before ``last_t``
-        the rest is left (returns their start, 1-based, and the limit; else -1 and the limit).
-        Only without a checker, with incremental toggles and without completions at round
-        boundaries (:meth:`_run_stragglers` takes :meth:`_toggle_at` otherwise)."""
+        flat loop (the steps of :meth:`DataParallelSpeed.toggle`, :meth:`_settle`,
+        :meth:`DataParallelSpeed.iter_time` and :meth:`_schedule_completion` written out, the same
+        floats). Each job there is settled, re-timed and its completion re-set. A whole job alone
+        on each of its GPUs runs at the pace of its slowest GPU: that largest slowness is kept from
+        one toggle to the next (``_Run.worst``, set at every full re-timing, :meth:`_refresh`), so a
+        toggle compares the one GPU that changed with it and looks at all the job's GPUs only when
+        that GPU was the slowest and sped up (a toggle changes no GPU's residents). After a toggle
+        that armed a completion before ``limit`` the limit moves there; when it moves to or before
+        ``last_t`` the rest is left (returns their start, 1-based, and the limit; else -1 and the
+        limit). With incremental toggles and without completions at round boundaries only
+        (:meth:`set_straggle` takes the plain steps otherwise)."""
         env, heap, speed = self.env, self.env.heap, self.speed
         straggle, slow, unslowed, factors_l, speed_l = (
             speed._straggle, speed._slow, speed._unslowed, speed._factors_l, speed._speed_l,
@@ -656,71 +661,20 @@ class Simulator:
     # -- process hooks (gpusched_env.cluster.processes.Host) ---------------------------------
     def set_straggle(self, g: int, factor: float) -> None:
         """A transient slowdown starts or ends on GPU ``g``: only the speed of its jobs changes.
-
-        Each job there is settled, re-timed and its completion re-set (the steps of
-        :meth:`_settle`, :meth:`DataParallelSpeed.iter_time` and :meth:`_schedule_completion`,
-        written out in one loop: most events of a busy cluster are these toggles). A whole job
-        alone on each of its GPUs runs at the pace of its slowest GPU: that largest slowness is
-        kept from one toggle to the next (``_Run.worst``), so a toggle compares the one GPU that
-        changed with it and looks at all the job's GPUs only when that GPU was the slowest and
-        sped up (``_Run.worst`` is set at every full re-timing, :meth:`_refresh`, and a toggle
-        changes no GPU's residents). ``incremental_toggles = False`` takes the plain steps
-        instead (same floats)."""
+        One toggle through :meth:`_toggles` (the batch loop), or, with ``incremental_toggles =
+        False`` or completions at round boundaries, the plain steps (the same floats)."""
+        if self.incremental_toggles and not (self._round_s and self.model.completion_at_round):
+            self._toggles([self.env.now, g, float(factor)], math.inf, -math.inf)  # a batch of one toggle
+            return
         speed = self.speed
-        old, new = speed.toggle(g, factor)
-        here = self.state.resident[g]
-        if not here:
-            return
+        speed.toggle(g, factor)
         now = self.env.now
-        if not self.incremental_toggles or (self._round_s and self.model.completion_at_round):
-            for jid in here:
-                run = self.runs[jid]
-                self._settle(jid, now)
-                run.iter_s = speed.iter_time(self.state.jobs[jid], self.state.running[jid], run.loc_mult, run.comm_s)
-                run.worst = None
-                self._schedule_completion(jid, run, now)
-            return
-        state, runs, done, attained, records = self.state, self.runs, self.done, self.attained, self.records
-        jobs = state.jobs
-        for jid in here:
-            run = runs[jid]
-            job = jobs[jid]
-            last = run.last_t
-            dt = now - last  # settle (as _settle)
-            if dt > 0:
-                r = run.resume_at
-                work_dt = now - (r if r > last else last)
-                if not work_dt > 0.0:
-                    work_dt = 0.0
-                d = done[jid] + work_dt / run.iter_s
-                w = job.work_iters
-                done[jid] = d if d < w else w
-                attained[jid] += dt * job.num_gpus
-                rec = records[jid]
-                rec.gpu_seconds += dt * job.num_gpus
-                rec.energy_j += dt * run.power_w
-            run.last_t = now
-            worst = run.worst  # re-time (as iter_time)
-            if worst is None:  # shares a GPU, MPS or a pipeline (residents are as at the last re-timing)
-                run.iter_s = speed.iter_time(job, state.running[jid], run.loc_mult, run.comm_s)
-                self._schedule_completion(jid, run, now)
-                continue
-            s = new[run.cls]
-            if s >= worst:
-                worst = s
-            elif old[run.cls] == worst:  # the slowest GPU sped up: look at them all (residents unchanged)
-                gpus = state.running[jid].gpus
-                worst = s if len(gpus) == 1 else speed.worst_of(gpus, run.cls)
-            run.worst = worst
-            iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
-            left = job.work_iters - done[jid]  # completion (as _schedule_completion)
-            wait = run.resume_at - now
-            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * iter_s
-            due = run.due = now + delay
-            armed = run.armed_at
-            if armed is None or armed > due:
-                run.version += 1
-                self._arm(jid, run, delay)
+        for jid in self.state.resident[g]:
+            run = self.runs[jid]
+            self._settle(jid, now)
+            run.iter_s = speed.iter_time(self.state.jobs[jid], self.state.running[jid], run.loc_mult, run.comm_s)
+            run.worst = None
+            self._schedule_completion(jid, run, now)
 
     def set_factors(self, factors: np.ndarray) -> None:
         """The variability factors drifted: every job's speed changes."""
