@@ -655,9 +655,8 @@ def _dagger_rounds(rounds: int, scn: Scenario, kwargs: dict[str, Any], model: An
     """``rounds`` DAgger rounds (:func:`gpusched.agents.bc.dagger_v1`) through Cluster-v1: the clone drives, the
     teacher labels, the data are pooled and the clone refitted; the figures of each round."""
     from gpusched.agents.adapter import predict
-    from gpusched.agents.bc import accuracy, clone, dagger_v1, pool
+    from gpusched.agents.bc import dagger_v1
     from gpusched_env.envs.cluster_v1 import ClusterV1Env
-    from gpusched_env.metrics import compute_metrics
 
     # choice: a clone's episode is cut at 10 x the teacher's mean episode length
     env = ClusterV1Env(scn, **dict(kwargs, max_steps=10 * -(-len(data["action"]) // episodes)))
@@ -665,15 +664,8 @@ def _dagger_rounds(rounds: int, scn: Scenario, kwargs: dict[str, Any], model: An
     for r in range(rounds):
         t0 = time.perf_counter()
         new = dagger_v1(env, teach, lambda obs, mask: predict(model, obs, mask, masked), episodes, seed + 1000 * (r + 1))
-        data = pool(data, new)
-        losses = clone(model.policy, data, *fit)
-        jct = [compute_metrics(res) for res in new["results"]]
-        out.append({"round": r + 1, "steps": new["steps"], "labelled": new["labelled"],
-                    "agreed": round(new["agreed"] / max(new["labelled"], 1), 4),
-                    "avg_jct_s": round(float(np.mean([m["avg_jct_s"] for m in jct])), 1),
-                    "jobs_finished": int(sum(m["jobs_finished"] for m in jct)),
-                    "samples": int(len(data["action"])), "loss_last": losses[-1] if losses else None,
-                    "accuracy": accuracy(model.policy, data, masked), "s": round(time.perf_counter() - t0, 1)})
+        data, figures, _ = _dagger_refit(r, new, data, model, masked, fit, t0)
+        out.append(figures)
     return out
 
 
@@ -685,9 +677,8 @@ def _dagger_rounds_mix(rounds: int, mix: list[tuple[str, Scenario, dict[str, Any
     :data:`DAGGER_BRANCH`; the data are pooled with the teacher's and the clone refitted; the figures of
     each round, per variant too."""
     from gpusched.agents.adapter import predict
-    from gpusched.agents.bc import accuracy, clone, dagger_mix, make_teacher, pool
+    from gpusched.agents.bc import dagger_mix, make_teacher
     from gpusched_env.envs.cluster_v1 import ClusterV1Env
-    from gpusched_env.metrics import compute_metrics
 
     envs = []
     for i, (name, s, kw) in enumerate(mix):
@@ -701,22 +692,36 @@ def _dagger_rounds_mix(rounds: int, mix: list[tuple[str, Scenario, dict[str, Any
         new = dagger_mix(envs, lambda s, run_seed: make_teacher(teacher, s, run_seed),
                          lambda obs, mask: predict(model, obs, mask, masked), episodes,
                          np.random.SeedSequence(seed, spawn_key=(DAGGER_BRANCH, r)))
-        data = pool(data, new)
-        losses = clone(model.policy, data, *fit)
-        jct = [compute_metrics(res) for res in new["results"]]
-        variants = {name: {"episodes": v["episodes"], "steps": v["steps"], "labelled": v["labelled"],
-                           "avg_jct_s": (round(float(np.mean([compute_metrics(x)["avg_jct_s"] for x in v["results"]])), 1)
-                                         if v["results"] else None),
-                           "jobs_finished": int(sum(compute_metrics(x)["jobs_finished"] for x in v["results"]))}
-                    for name, v in new["per_variant"].items()}
-        out.append({"round": r + 1, "steps": new["steps"], "labelled": new["labelled"],
-                    "agreed": round(new["agreed"] / max(new["labelled"], 1), 4),
-                    "avg_jct_s": round(float(np.mean([m["avg_jct_s"] for m in jct])), 1) if jct else None,
-                    "jobs_finished": int(sum(m["jobs_finished"] for m in jct)),
-                    "samples": int(len(data["action"])), "loss_last": losses[-1] if losses else None,
-                    "accuracy": accuracy(model.policy, data, masked), "s": round(time.perf_counter() - t0, 1),
-                    "variants": variants})
+        data, figures, metrics = _dagger_refit(r, new, data, model, masked, fit, t0)
+        of = {id(res): m for res, m in zip(new["results"], metrics, strict=True)}  # each episode's metrics, computed once
+        figures["variants"] = {name: {"episodes": v["episodes"], "steps": v["steps"], "labelled": v["labelled"],
+                                      **_episode_figures([of[id(res)] for res in v["results"]])}
+                               for name, v in new["per_variant"].items()}
+        out.append(figures)
     return out
+
+
+def _dagger_refit(r: int, new: dict[str, Any], data: dict[str, Any], model: Any, masked: bool, fit: tuple[Any, ...],
+                  t0: float) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """One DAgger round's end: ``new`` pooled into ``data``, the clone refitted on them; returns the pooled
+    data, the round's figures and the metrics of the learner's episodes."""
+    from gpusched.agents.bc import accuracy, clone, pool
+    from gpusched_env.metrics import compute_metrics
+
+    data = pool(data, new)
+    losses = clone(model.policy, data, *fit)
+    metrics = [compute_metrics(res) for res in new["results"]]
+    figures = {"round": r + 1, "steps": new["steps"], "labelled": new["labelled"],
+               "agreed": round(new["agreed"] / max(new["labelled"], 1), 4), **_episode_figures(metrics),
+               "samples": int(len(data["action"])), "loss_last": losses[-1] if losses else None,
+               "accuracy": accuracy(model.policy, data, masked), "s": round(time.perf_counter() - t0, 1)}
+    return data, figures, metrics
+
+
+def _episode_figures(metrics: list[dict[str, Any]]) -> dict[str, Any]:
+    """The learner's episodes in a DAgger round: their mean average JCT (None without any) and jobs finished."""
+    return {"avg_jct_s": round(float(np.mean([m["avg_jct_s"] for m in metrics])), 1) if metrics else None,
+            "jobs_finished": int(sum(m["jobs_finished"] for m in metrics))}
 
 
 def _int_at_least(value: Any, key: str, lowest: int) -> int:
