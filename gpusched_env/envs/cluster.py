@@ -394,13 +394,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         """The simulator's wake filter: build this point's decision and keep it if a start is valid."""
         sim = self.sim
         assert sim is not None
-        state = sim.state  # _may_start, written out (it runs at every candidate point)
-        if not state.pending:
-            return False
-        room = state.n_free
-        if self._shares:
-            room = max(room, int(np.count_nonzero(state.up & (state.n_resident < state.max_jobs_per_gpu))))
-        if room == 0 or min(state.pending_sizes) > room:
+        if not self._may_start(sim):
             return False
         builder = self._aim(sim)
         if not builder.any_valid():

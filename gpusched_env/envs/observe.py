@@ -282,7 +282,7 @@ class DecisionBuilder:
             self._tables.clear()
             # the fit code of a fitting job when fitting is a GPU count (see _fit_codes), else 0
             self._count_only = ((3 if self._need_sh else 1) if (not self._need_sh or self._exclusive_gpus)
-                                and self.topo.n_gpus < 256 else 0)
+                                else 0)
         self._ws: WorkingState | None = None
         self.decisions: list[Start] = []
         ids = state.pending_ids  # (the view's properties, read from its state)
@@ -452,19 +452,16 @@ class DecisionBuilder:
         if codes is None:
             fit = self._count_fit
             if fit:  # both tests are "GPUs <= free GPUs" (see _fits): the window's GPU counts as
-                # bytes (fewer than 256 GPUs), mapped by a table of the free-GPU count
+                # bytes, mapped by a table of the free-GPU count
                 n_free = self._n_free
                 table = self._tables.get(n_free)
                 if table is None:
                     table = self._tables[n_free] = bytes([fit if g <= n_free else 0 for g in range(256)])
                 try:
                     codes = bytes(map(self.cache.gpus_l.__getitem__, self._win_ids)).translate(table)
-                except ValueError:  # a job larger than the cluster (another backend's queue)
+                except ValueError:  # a job of 256 GPUs or more: not a byte
                     gpus_l = self.cache.gpus_l
                     codes = bytes([fit if gpus_l[i] <= n_free else 0 for i in self._win_ids])
-            elif self._simple and (not self._need_sh or self._exclusive_gpus):
-                fit, n_free, gpus_l = (3 if self._need_sh else 1), self._n_free, self.cache.gpus_l
-                codes = bytes([fit if gpus_l[i] <= n_free else 0 for i in self._win_ids])
             else:
                 ex, sh = self._fits()
                 codes = bytes([e + 2 * s for e, s in zip(ex, sh, strict=True)])
