@@ -16,6 +16,7 @@ import bisect
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,13 @@ class Allocation:
     gpus: tuple[int, ...]
     sharing: Sharing
     since_s: float
+
+
+_new = object.__new__
+_slots = vars(Allocation)
+_set_gpus, _set_sharing, _set_since = _slots["gpus"].__set__, _slots["sharing"].__set__, _slots["since_s"].__set__
+"""An :class:`Allocation` built field by field through its slots (what the frozen dataclass's
+``__init__`` does, without its call and ``object.__setattr__`` look-ups; the same object)."""
 
 
 @dataclass
@@ -96,11 +104,23 @@ class ClusterState:
         self.enqueued: list[int] = []  # every job id put in the queue, in order (arrival, preemption, requeue)
         self.running: dict[int, Allocation] = {}
         self._ro: dict[str, np.ndarray] = {}
+        self._views()
+
+    def _views(self) -> None:
+        """Memoryviews of ``n_resident`` and ``free_mask`` for :meth:`_place`'s scalar writes (the
+        same memory; a memoryview item write costs half a numpy one)."""
+        self._n_mv: Any = self.n_resident.data
+        self._free_mv: Any = self.free_mask.data
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_ro"] = {}  # copies and pickles make their own views of their own arrays
+        del state["_n_mv"], state["_free_mv"]  # (memoryviews do not pickle)
         return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._views()
 
     def readonly(self, name: str) -> np.ndarray:
         """A read-only view of the per-GPU array ``name`` (made once; it sees every later change:
@@ -140,7 +160,18 @@ class ClusterState:
         if job.job_id in self.jobs:
             raise ValueError(f"job id {job.job_id} submitted twice")
         self.jobs[job.job_id] = job
-        self._enqueue(job)
+        key, keys = (job.arrival_s, job.job_id), self._pending_keys
+        if self.pending and not key > keys[-1]:
+            self._enqueue(job)
+            return
+        keys.append(key)  # a new arrival joins the tail: _enqueue's common case, written out
+        self.pending.append(job)
+        self.pending_ids.append(job.job_id)
+        self.enqueued.append(job.job_id)
+        n = job.num_gpus
+        self.pending_gpus += n
+        sizes = self.pending_sizes
+        sizes[n] = sizes.get(n, 0) + 1
 
     def _enqueue(self, job: Job) -> None:
         key, keys = _pending_key(job), self._pending_keys
@@ -197,9 +228,9 @@ class ClusterState:
 
     # -- GPU load ----------------------------------------------------------------------------
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
-        n, mem, share, dirty = self.n_resident, self._mem_l, self._share_l, self._dirty
+        n, mem, share, dirty = self._n_mv, self._mem_l, self._share_l, self._dirty
         dmem, dshare = sign * job.mem_gb, sign * job.gpu_fraction
-        free, jid, resident = self.free_mask, job.job_id, self.resident
+        free, jid, resident = self._free_mv, job.job_id, self.resident
         up = None if self.all_up else self.up  # every GPU up: no per-GPU look-up
         n_free = self.n_free
         # scalar updates (the arrays: cheaper than fancy indexing for a few GPUs); adding 0.0 memory
@@ -244,8 +275,9 @@ class ClusterState:
         self._enqueue(self.jobs[job_id])
 
     def finish(self, job_id: int) -> Allocation:
-        alloc = self.release(job_id)
-        del self.jobs[job_id]
+        """Remove a finished job (:meth:`release`, and it leaves ``jobs``)."""
+        alloc = self.running.pop(job_id)
+        self._place(self.jobs.pop(job_id), alloc.gpus, -1)
         return alloc
 
     def set_up(self, gpus: list[int], up: bool) -> None:
@@ -297,11 +329,17 @@ class ClusterState:
         starts = self._plain_starts(decisions)
         if starts is not None:  # shown valid: the checks below would pass
             applied = Applied()
+            running, started = self.running, applied.started
             for job, s in starts:
                 self._dequeue(job)
-                self._place(job, s.gpus, +1)
-                self.running[s.job_id] = Allocation(s.gpus, s.sharing, now)
-                applied.started.append(s.job_id)
+                gpus = s.gpus
+                self._place(job, gpus, +1)
+                a = _new(Allocation)  # Allocation(gpus, s.sharing, now) without the frozen __init__
+                _set_gpus(a, gpus)
+                _set_sharing(a, s.sharing)
+                _set_since(a, now)
+                running[s.job_id] = a
+                started.append(s.job_id)
             return applied
         seen: set[int] = set()
         for d in decisions:

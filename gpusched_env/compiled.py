@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from numba import njit
+from collections.abc import Callable
+from typing import Any
+
+from numba import njit, typeof
+
+
+def entry_point(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
+    """The compiled function ``dispatcher`` holds for the types of ``args`` (compiled already),
+    callable without the dispatcher's type look-up of every argument (a caller that passes
+    arguments of the same types each time saves it); the dispatcher itself when it holds none."""
+    cres = dispatcher.overloads.get(tuple(typeof(a) for a in args))
+    fn = getattr(cres, "entry_point", None)
+    return fn if fn is not None else dispatcher
 
 
 @njit(cache=True, nogil=True)

@@ -13,6 +13,7 @@ from gpusched_env.types import Job
 from gpusched_env.view import ClusterView
 
 GpuSet = tuple[int, ...]
+_BOOL = np.dtype(bool)
 
 
 class PlacementContext:
@@ -27,7 +28,9 @@ class PlacementContext:
     def __init__(self, view: ClusterView, free: np.ndarray | None = None) -> None:
         topo = view.topology
         self.view = view
-        self.free = np.array(view.free if free is None else free, dtype=bool)
+        f = view.free if free is None else free
+        # a copy; of a bool array, copy() is np.array(f, dtype=bool) and cheaper
+        self.free = f.copy() if type(f) is np.ndarray and f.dtype is _BOOL else np.array(f, dtype=bool)
         self.gpu_node = topo.gpu_node
         self.node_first = topo.node_first_gpu
         self.gpu_mem = topo.gpu_mem_gb

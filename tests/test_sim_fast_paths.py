@@ -3,6 +3,7 @@ straggler timeline's written-out toggles and the incremental re-timing of a stra
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 from types import SimpleNamespace
 
@@ -212,7 +213,11 @@ def _jobs(n: int, seed: int) -> list[Job]:
 
 def _run(policy: str, incremental: bool, model: SimModel, checked: list[int] | None = None) -> Simulator:
     topo = Topology.build([NodeGroup(3, 4, "V100", 16.0), NodeGroup(1, 4, "P100", 16.0)])
-    sim = Simulator(topo, _jobs(120, 1), model, seed=2)
+    jobs = [  # every third job with a deadline (met or missed: a completion's record is written out)
+        dataclasses.replace(j, deadline_s=j.arrival_s + 4 * j.work_iters) if j.job_id % 3 == 0 else j
+        for j in _jobs(120, 1)
+    ]
+    sim = Simulator(topo, jobs, model, seed=2)
     sim.incremental_toggles = sim.written_out = incremental
     if checked is not None:  # every toggle leaves each job there at iter_time's speed
         plain_toggle = sim.set_straggle
@@ -273,12 +278,16 @@ def test_incremental_toggles_give_the_plain_floats(policy):
     if policy == "fifo":  # some toggle armed a completion before a toggle the loop had run
         assert checked[2] > 0
     batched = _run(policy, True, model)  # the flat path with whole batches
+    met = [r.deadline_met for r in plain.records.values()]
+    assert met.count(True) > 0 and met.count(False) > 0
     for sim in (fast, batched):
         for jid, rec in sim.records.items():
             other = plain.records[jid]
             assert (rec.finish_s, rec.gpu_seconds, rec.energy_j, rec.preemptions) == (
                 other.finish_s, other.gpu_seconds, other.energy_j, other.preemptions)
+            assert rec == other  # every field: first start, restarts, deadline met, ...
         assert sim.result().energy_j == plain.result().energy_j
+        assert sim.power.timeline == plain.power.timeline and sim.power.timeline is not None
 
 
 # -- decision points at which nothing can start ----------------------------------------------

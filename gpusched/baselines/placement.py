@@ -24,6 +24,7 @@ Placements here are exclusive (whole free GPUs). A GPU is *eligible* for a job w
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -45,15 +46,31 @@ def node_slices(idx: np.ndarray, node_first: np.ndarray) -> np.ndarray:
 def packed_gpus(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet | None:
     """Packed placement (CALIBRATION.md definition) over the eligible mask; None if < n eligible.
     One compiled call (:func:`gpusched.baselines.placement_kernel.packed_k`) when ``node_first``
-    spans the mask's GPUs (0 .. its size), else :func:`packed_gpus_numpy`: the same GPUs."""
+    spans the mask's GPUs (0 .. its size), else :func:`packed_gpus_numpy`: the same GPUs. The
+    layout check is made once per ``node_first`` array and mask size (:data:`_LAYOUT`)."""
     size = eligible.size
-    if eligible.dtype != np.bool_ or node_first.size < 2 or node_first[0] != 0 or node_first[-1] != size:
+    if eligible.dtype is not _BOOL:
         return packed_gpus_numpy(eligible, n, node_first)
-    from gpusched.baselines.placement_kernel import packed_k  # numba: loaded by the first placement
+    if _LAYOUT[0] is not node_first or _LAYOUT[1] != size:
+        if node_first.size < 2 or node_first[0] != 0 or node_first[-1] != size:
+            return packed_gpus_numpy(eligible, n, node_first)
+        _LAYOUT[0], _LAYOUT[1] = node_first, size
+    packed_k = _KERNEL[0]
+    if packed_k is None:  # numba: loaded by the first placement
+        from gpusched.baselines.placement_kernel import packed_k
 
-    out = np.empty(max(n, 0), dtype=np.int64)
+        _KERNEL[0] = packed_k
+    out = _empty(n if n > 0 else 0, _INT64)
     got = packed_k(eligible, n, node_first, out)
     return None if got < 0 else tuple(out.tolist())
+
+
+_BOOL, _INT64, _empty = np.dtype(np.bool_), np.dtype(np.int64), np.empty
+_LAYOUT: list[Any] = [None, -1]
+"""The last ``node_first`` array and mask size :func:`packed_gpus` found to span the mask (the
+arrays are never changed in place)."""
+_KERNEL: list[Any] = [None]
+"""The compiled packed placement, once imported (an import statement per call costs ~1 us)."""
 
 
 def packed_gpus_numpy(eligible: np.ndarray, n: int, node_first: np.ndarray) -> GpuSet | None:

@@ -53,13 +53,19 @@ import numpy as np
 from gpusched.baselines.ordering import Key, OrderKey
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.rounds import RoundClock
-from gpusched_env.types import Decision, Job, Migrate, Preempt, Start
+from gpusched_env.types import WHOLE_GPU, Decision, Job, Migrate, Preempt, Start
 from gpusched_env.view import ClusterView
 
 PlaceBatch = Callable[[list[Job], PlacementContext, bool], list[GpuSet | None]]
 """``place_batch(jobs, ctx, stop_at_none)`` of a placement that has one: ``place`` for each job in
 turn, each placed job's GPUs taken from ``ctx.free``; with ``stop_at_none`` the list ends at the
 first job that cannot be placed (included, as None)."""
+
+_new = object.__new__
+_slots = vars(Start)
+_set_job, _set_gpus, _set_sharing = _slots["job_id"].__set__, _slots["gpus"].__set__, _slots["sharing"].__set__
+"""A :class:`Start` built field by field through its slots (what the frozen dataclass's ``__init__``
+does, without its call and ``object.__setattr__`` look-ups; the same object)."""
 
 
 def _arrival(job: Job) -> tuple[float, int]:
@@ -304,7 +310,11 @@ class QueueScheduler:
                 continue
             ctx.take(gpus)
             n_free -= len(gpus)
-            out.append(Start(job.job_id, gpus))
+            d = _new(Start)  # Start(job.job_id, gpus) without the frozen dataclass's __init__
+            _set_job(d, job.job_id)
+            _set_gpus(d, gpus)
+            _set_sharing(d, WHOLE_GPU)
+            out.append(d)
         return out
 
     # -- round -------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ load changes, so the sums do not depend on how many decision points a backend st
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gpusched_env.catalog import GPUS
@@ -22,8 +24,8 @@ class PowerLedger:
         self.topology = topology
         self.cfg = cfg
         types = [GPUS[t] for t in topology.gpu_types]
-        self.idle_w = np.array([types[i].idle_w for i in topology.gpu_type_idx])
-        self.busy_w = np.array([types[i].busy_w for i in topology.gpu_type_idx])
+        self.idle_w = np.array([types[i].idle_w for i in topology.gpu_type_idx], dtype=np.float64)
+        self.busy_w = np.array([types[i].busy_w for i in topology.gpu_type_idx], dtype=np.float64)
         self.gpu_power = self.idle_w.copy()
         self.gpu_util = np.zeros(topology.n_gpus)
         self._idle_l: list[float] = self.idle_w.tolist()  # Python mirrors: cheap scalar access
@@ -41,6 +43,22 @@ class PowerLedger:
         self._busy_set: set[int] = set()
         self._last_t = 0.0
         self.timeline = Timeline() if timeline else None
+        self._views()
+
+    def _views(self) -> None:
+        """Memoryviews of ``gpu_power`` and ``gpu_util`` for :meth:`set_loads`' scalar writes (the
+        same memory; a memoryview item write costs half a numpy one)."""
+        self._power_mv: Any = self.gpu_power.data
+        self._util_mv: Any = self.gpu_util.data
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        del state["_power_mv"], state["_util_mv"]  # (memoryviews do not pickle)
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._views()
 
     def _node_power(self, node: int, busy: int) -> float:
         """Node power beside its GPUs' own. A sleeping node draws ``sleep_w`` in all, GPUs included,
@@ -65,7 +83,7 @@ class PowerLedger:
     def set_loads(self, loads: list[tuple[int, float | None]]) -> None:
         """New utilisation of each listed GPU (None: it holds no job). Call :meth:`account` first."""
         idle_w, busy_w, power_l = self._idle_l, self._busy_l, self.power_l
-        gpu_power, gpu_util = self.gpu_power, self.gpu_util
+        gpu_power, gpu_util = self._power_mv, self._util_mv
         busy_set, sleepy = self._busy_set, self.cfg.low_power_idle
         gpu_node, node_busy = self.topology.node_of_gpu, self.node_busy
         delta = 0.0
@@ -103,5 +121,12 @@ class PowerLedger:
 
     def mark(self, now: float) -> None:
         """Add the current point to the timeline (when kept)."""
-        if self.timeline is not None:
-            self.timeline.add(now, self.busy_gpus, self.cluster_power)
+        tl = self.timeline
+        if tl is not None:  # Timeline.add, written out
+            t = tl.t
+            if t and t[-1] == now:
+                tl.busy_gpus[-1], tl.power_w[-1] = self.busy_gpus, self.cluster_power
+            else:
+                t.append(now)
+                tl.busy_gpus.append(self.busy_gpus)
+                tl.power_w.append(self.cluster_power)

@@ -13,6 +13,7 @@ from numba import njit
 from gpusched_env.cluster.clock import URGENT, EventClock
 from gpusched_env.cluster.model import FailureConfig, StragglerConfig
 from gpusched_env.cluster.variability import VariabilityConfig, drift
+from gpusched_env.compiled import entry_point
 from gpusched_env.fitted import (
     QUANTILE_GRID,
     STRAGGLER_EPISODE_SAMPLES,
@@ -89,6 +90,10 @@ class Stragglers:
         self._scalars[2] = n
         self.next_t = first[0][0] if first else math.inf
         """Time of the next toggle."""
+        # _run_toggles' compiled function for the n_resident array it was last given (and this
+        # state), called without the dispatcher's type look-up (:func:`gpusched_env.compiled.entry_point`)
+        self._run: Callable[..., tuple[int, int, float, float]] | None = None
+        self._run_for: np.ndarray | None = None
 
     @property
     def slowed(self) -> list[bool]:
@@ -140,8 +145,15 @@ class Stragglers:
         s, at = self._s, self._hits_at
         limit = float(limit)  # (the clock starts at the integer 0: one compiled signature)
         skip = 0  # toggles of the batch already handed over (when it is run again)
+        run: Any = self._run
+        fresh = run is None or self._run_for is not n_resident
+        if fresh:  # first through the dispatcher
+            run = _run_toggles
         while True:
-            status, n, next_t, last_t = _run_toggles(limit, n_resident, s, skip)
+            status, n, next_t, last_t = run(limit, n_resident, s, skip)
+            if fresh:  # compiled for these argument types now: called directly from here on
+                run = self._run = entry_point(_run_toggles, (limit, n_resident, s, skip))
+                self._run_for, fresh = n_resident, False
             if n:
                 k, limit = apply_batch(s[at : at + 3 * n].tolist(), limit, last_t)
                 if k >= 0:  # the loop ran toggles due after the new limit: again

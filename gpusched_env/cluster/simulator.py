@@ -41,6 +41,7 @@ from gpusched_env.run_rules import (
     count_preempted,
     count_started,
     dead_end,
+    deadline_met,
 )
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, Job, JobRecord
@@ -264,7 +265,11 @@ class Simulator:
                 new = slow[g] = unslowed[g]
             else:
                 sp = speed_l[g]
-                new = slow[g] = [f * st / sp for f in factors_l[g]]
+                fl = factors_l[g]
+                if len(fl) == 4:  # the four classes written out (the list comprehension's floats)
+                    new = slow[g] = [fl[0] * st / sp, fl[1] * st / sp, fl[2] * st / sp, fl[3] * st / sp]
+                else:
+                    new = slow[g] = [f * st / sp for f in fl]
             env.now = now
             order = env.order
             for jid in resident[g]:
@@ -432,8 +437,36 @@ class Simulator:
         for jid in applied.migrated:
             self._stop_run(jid, now, touched)
             count_migrated(self.records[jid])
-        for jid in applied.migrated + applied.started:
-            self._start_run(jid, now, touched)
+        if applied.migrated or not self.written_out:
+            for jid in applied.migrated + applied.started:
+                self._start_run(jid, now, touched)
+        else:  # _start_run for each started job, written out (the same steps)
+            records, running, jobs, runs, util_of = self.records, self.state.running, self.state.jobs, self.runs, self._util
+            model, strag, speed = self.model, self._stragglers, self.speed
+            start_cost, restart_cost = model.start_cost_s, model.restart_cost_s
+            noted = None if strag is None else strag._count_v  # (flush has nothing to do while it is 0)
+            for jid in applied.started:
+                rec = records[jid]
+                if rec.first_start_s is not None:  # count_started, written out
+                    rec.restarts += 1
+                    cost = restart_cost
+                else:
+                    rec.first_start_s = now
+                    cost = start_cost
+                gpus = running[jid].gpus
+                if noted is not None and noted[0]:
+                    strag.flush(gpus, speed.set_straggle)  # type: ignore[union-attr]  # factors that changed while idle
+                job = jobs[jid]
+                if len(gpus) == 1:  # one GPU: no locality
+                    mult, comm = 1.0, 0.0
+                    touched.add(gpus[0])
+                else:
+                    mult, comm = speed.placement_cost(job, gpus)
+                    touched.update(gpus)
+                util = util_of.get(job.model)
+                if util is None:
+                    util = util_of[job.model] = min(1.0, max(0.0, self.spec(job.model).util))
+                runs[jid] = _Run(0.0, 0.0, now, now + cost, 0, mult, comm, 0.0, None, util)
         self._refresh(touched, now)
 
     def _start_run(self, jid: int, now: float, touched: set[int]) -> None:
@@ -447,7 +480,8 @@ class Simulator:
         util = self._util.get(job.model)
         if util is None:
             util = self._util[job.model] = min(1.0, max(0.0, self.spec(job.model).util))
-        self.runs[jid] = _Run(last_t=now, resume_at=now + cost, loc_mult=mult, comm_s=comm, util=util)
+        # _Run(last_t=now, resume_at=now + cost, loc_mult=mult, comm_s=comm, util=util), positionally
+        self.runs[jid] = _Run(0.0, 0.0, now, now + cost, 0, mult, comm, 0.0, None, util)
         touched.update(gpus)
 
     def _stop_run(self, jid: int, now: float, touched: set[int]) -> None:
@@ -588,19 +622,33 @@ class Simulator:
         alloc = state.finish(jid)
         del self.runs[jid]
         self._last_gpus.pop(jid, None)
-        count_finished(rec, now)
+        if not self.written_out:
+            count_finished(rec, now)
+        else:  # count_finished, written out
+            rec.finish_s = now
+            rec.deadline_met = None if job.deadline_s is None else deadline_met(job, now)
         if job.tracked:
             self._tracked_left -= 1
-        gpus = set(alloc.gpus)
-        resident = self.state.resident
-        for g in gpus:
-            if resident[g]:  # jobs stay on its GPUs: re-time them
-                self._refresh(gpus, now)
-                break
-        else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
-            power = self.power
-            power.set_loads([(g, None) for g in gpus])
-            power.mark(now)
+        placed = alloc.gpus
+        resident = state.resident
+        if len(placed) == 1:  # (the set of one GPU, without making it)
+            g = placed[0]
+            if resident[g]:
+                self._refresh({g}, now)
+            else:
+                power = self.power
+                power.set_loads([(g, None)])
+                power.mark(now)
+        else:
+            gpus = set(placed)
+            for g in gpus:
+                if resident[g]:  # jobs stay on its GPUs: re-time them
+                    self._refresh(gpus, now)
+                    break
+            else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
+                power = self.power
+                power.set_loads([(g, None) for g in gpus])
+                power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)
         if self.checker is not None:
@@ -615,8 +663,11 @@ class Simulator:
             i += 1
         self._trigger |= self._events
         if i < len(jobs):
-            self._next_arrival_s = jobs[i].arrival_s
-            self.env.schedule(jobs[i].arrival_s - self.env.now, self._arrive, i)
+            nxt = self._next_arrival_s = jobs[i].arrival_s
+            env = self.env  # env.schedule(nxt - env.now, self._arrive, i), written out (nxt > now)
+            now = env.now
+            heapq.heappush(env.heap, (now + (nxt - now), NORMAL, env.order, self._arrive, i))
+            env.order += 1
         else:
             self._arrivals_done = True
 
