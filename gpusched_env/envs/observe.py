@@ -50,7 +50,8 @@ from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView
 
-_FIELDS = attrgetter("job_id", "num_gpus", "work_iters", "mem_gb", "arrival_s", "model", "perf_class", "gpu_type")
+_FIELDS = tuple(map(attrgetter, ("job_id", "num_gpus", "work_iters", "mem_gb", "arrival_s", "model", "perf_class",
+                                  "gpu_type")))
 
 __all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
@@ -131,9 +132,9 @@ class JobCache:
         if not jobs:
             return
         n = len(jobs)
-        # one attrgetter call per job for every field, transposed by zip (no Python frame per job: a
-        # reset fills a run's thousands)
-        id_t, gpus_t, work_t, mem_t, arrival_t, models, classes, types = zip(*map(_FIELDS, jobs), strict=True)
+        # one list per field, read by attrgetter over the jobs (no Python frame per job: a reset fills
+        # a run's thousands; and no tuple per job, which the collector would have to traverse)
+        id_t, gpus_t, work_t, mem_t, arrival_t, models, classes, types = (list(map(f, jobs)) for f in _FIELDS)
         ids = np.array(id_t, dtype=np.int64)
         top = int(ids.max()) + 1
         if top > self.work.size:
