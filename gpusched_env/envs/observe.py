@@ -294,6 +294,8 @@ class DecisionBuilder:
         ranked = cache.queue_ranks(view)  # kept in step with the queue at every point
         self._ranked = None if ranked is None or len(ids) <= self.fifo_slots else ranked
         self._gone: set[int] = set()  # job ids started in this batch
+        self._part: list[int] = []  # the window's least-work part from the ranked queue (_refresh)
+        self._scan_at = 0  # the entries of the ranked queue that part was chosen from
         self._demand = float(state.pending_gpus)
         self._simple = simple = not cache.constrained
         self._count_fit = self._count_only if simple else 0
@@ -336,17 +338,28 @@ class DecisionBuilder:
             win = list(islice(ids, f))
         need = self.k - len(win)
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
-            if self._ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
+            ranked = self._ranked
+            if ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
                 cache = self.cache
                 by_rank, qrank = cache.by_rank, cache.qrank_l
                 cut = qrank[win[-1]] if win else -1
-                for r in self._ranked:
-                    i = by_rank[r]
+                part, at = self._part, self._scan_at
+                if part:  # after a start: continue the last scan (see below)
+                    part = [i for i in part if qrank[i] > cut and i not in gone]
+                    need -= len(part)
+                n_ranked = len(ranked)
+                while need > 0 and at < n_ranked:
+                    i = by_rank[ranked[at]]
+                    at += 1
                     if qrank[i] > cut and i not in gone:
-                        win.append(i)
+                        part.append(i)
                         need -= 1
-                        if not need:
-                            break
+                # Within a point the FIFO part only moves later (``cut`` grows) and ``gone`` only
+                # grows, so the jobs this scan may take only become fewer: every one it may take
+                # before ``at`` is in ``part``, and the next refresh keeps those still allowed and
+                # scans on from ``at`` (the same window as a scan from the front).
+                self._part, self._scan_at = part, at
+                win += part
             else:
                 ids = self._ids = list(ids)  # positions are read below: a list of this point's queue
                 cut = ids.index(win[-1]) if win else -1
