@@ -29,7 +29,7 @@ import bisect
 import math
 from array import array
 from collections.abc import Iterable, Sequence
-from itertools import islice
+from itertools import filterfalse, islice
 from operator import attrgetter
 
 import numpy as np
@@ -332,8 +332,8 @@ class DecisionBuilder:
         order is the cache's ranked queue when it has one, else a sort of this point's queue."""
         ids = self._ids
         f, n, gone = self.fifo_slots, len(ids), self._gone
-        if gone:  # the first f alive positions lie among the first f + len(gone)
-            win = [i for i in islice(ids, f + len(gone)) if i not in gone][:f]
+        if gone:  # the first f jobs not started (a C-level filter: no comprehension frame)
+            win = list(islice(filterfalse(gone.__contains__, ids), f))
         else:
             win = list(islice(ids, f))
         need = self.k - len(win)
@@ -344,8 +344,9 @@ class DecisionBuilder:
                 by_rank, qrank = cache.by_rank, cache.qrank_l
                 cut = qrank[win[-1]] if win else -1
                 part, at = self._part, self._scan_at
-                if part:  # after a start: continue the last scan (see below)
-                    part = [i for i in part if qrank[i] > cut and i not in gone]
+                if part:  # after a start: continue the last scan (see below); of its jobs, those
+                    # now at or before ``cut`` are in the FIFO part (``win``): drop those and the started
+                    part = list(filterfalse(gone.union(win).__contains__, part))
                     need -= len(part)
                 n_ranked = len(ranked)
                 while need > 0 and at < n_ranked:
