@@ -413,7 +413,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         again = b.any_valid()  # (read before the batch is applied: the builder reads the queue in place)
         if b.decisions:
             sim.apply(cast("list[Decision]", b.decisions))  # (the builder's next point starts a new list)
-            self._jobs.dequeued([d.job_id for d in b.decisions])
+            self._jobs.dequeued(map(_JOB_ID, b.decisions))
         if again:
             sim.wake_next_round()
         return self._advance()

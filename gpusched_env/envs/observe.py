@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import filterfalse, islice
 from operator import attrgetter
 
@@ -280,6 +280,7 @@ class DecisionBuilder:
             self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
             self._exclusive_gpus = view.max_jobs_per_gpu == 1
             self._arrays = (view.free, view.up, view.n_resident)  # read-only views, updated in place
+            self._running: Mapping[int, object] = state.running  # (the live dict, read only here: no proxy per read)
             self._tables.clear()
             # the fit code of a fitting job when fitting is a GPU count (see _fit_codes), else 0
             self._count_only = ((3 if self._need_sh else 1) if (not self._need_sh or self._exclusive_gpus)
@@ -414,7 +415,7 @@ class DecisionBuilder:
 
     def _done_valid(self) -> bool:
         """The mask's last entry: "done" is valid unless the cluster would sit idle."""
-        return bool(self.decisions or self.view.running or not self.any_valid())
+        return bool(self.decisions or self._running or not self.any_valid())
 
     def valid(self, action: int) -> bool:
         """``mask()[action]`` without building the mask: a slot's fit code has the option's bit
@@ -522,7 +523,7 @@ class DecisionBuilder:
             cache.slot, self._win_np,  # k ids (-1: none), then k fit codes
             now / 3600.0, self._n_free,
             math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
-            math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
+            math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(self._running) + n_dec) / 5.0,
             self._demand / n_gpus, math.log1p(n_dec) / 3.0,
         )
         self._obs = obs
