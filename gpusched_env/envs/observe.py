@@ -305,6 +305,16 @@ class DecisionBuilder:
         self._refresh()
         return self
 
+    @property
+    def count_only(self) -> bool:
+        """Whether a job fits this point's options by its GPU count alone (no job constrains its
+        GPUs, and the cluster is exclusive or no option shares): its fit codes come from the counts."""
+        return bool(self._count_fit)
+
+    def least_gpus(self) -> int:
+        """The fewest GPUs a job of the window needs (0 for an empty window)."""
+        return min(map(self.cache.gpus_l.__getitem__, self._win_ids), default=0)
+
     # -- working state -----------------------------------------------------------------------
     @property
     def ws(self) -> WorkingState:
