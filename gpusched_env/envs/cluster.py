@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from itertools import compress, islice
+from itertools import compress
 from operator import attrgetter
 from typing import Any, cast
 
@@ -416,7 +416,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             least, seen = passed
             enq = state.enqueued
             if len(enq) > seen:
-                least = min(least, min(map(self._jobs.gpus_l.__getitem__, islice(enq, seen, None))))
+                least = min(least, min(map(self._jobs.gpus_l.__getitem__, enq[seen:])))
             if state.n_free < least:
                 self._passed = (least, len(enq))
                 return False

@@ -354,18 +354,23 @@ class DecisionBuilder:
                 cache = self.cache
                 by_rank, qrank = cache.by_rank, cache.qrank_l
                 cut = qrank[win[-1]] if win else -1
-                part, at = self._part, self._scan_at
+                part, start = self._part, self._scan_at
+                at = start
                 if part:  # after a start: continue the last scan (see below); of its jobs, those
                     # now at or before ``cut`` are in the FIFO part (``win``): drop those and the started
                     part = list(filterfalse(gone.union(win).__contains__, part))
                     need -= len(part)
-                n_ranked = len(ranked)
-                while need > 0 and at < n_ranked:
-                    i = by_rank[ranked[at]]
-                    at += 1
-                    if qrank[i] > cut and i not in gone:
-                        part.append(i)
-                        need -= 1
+                if need > 0:
+                    for past, r in enumerate(islice(ranked, start, None), start + 1):
+                        i = by_rank[r]
+                        if qrank[i] > cut and i not in gone:
+                            part.append(i)
+                            need -= 1
+                            if not need:
+                                at = past  # (the entries up to r were read)
+                                break
+                    else:
+                        at = len(ranked)
                 # Within a point the FIFO part only moves later (``cut`` grows) and ``gone`` only
                 # grows, so the jobs this scan may take only become fewer: every one it may take
                 # before ``at`` is in ``part``, and the next refresh keeps those still allowed and
