@@ -165,7 +165,6 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
-    _skip_known_passes = True  # the wake filter's shortcut (:meth:`_startable`); False: every point built
     _every_tick = False  # every round tick a candidate decision point in agent mode (Cluster-v1)
     _own_tokens = False  # a subclass that builds its own token observation (Cluster-v1)
 
@@ -242,7 +241,6 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._point_view: ClusterView | None = None  # the view it reads (the time set at each point)
         self._jobs = JobCache()
         self._passthrough = False
-        self._passed: tuple[int, int] | None = None  # the last point passed over (_startable)
         self._over = True
 
     # -- set-up ------------------------------------------------------------------------------
@@ -274,7 +272,6 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self.workload_name, jobs, self.sim = build_simulator(self.scn, run_seed, wl, cache=self._workloads)
         self.option_set = self._options_for(wl)
         self._point, self._point_view = None, None  # a new builder and view for this run
-        self._passed = None
         self.workload_index, self.run_seed = wl, run_seed
         self._seen_done = 0  # completions of sim.completed already rewarded
         self._jobs.clear()
@@ -398,34 +395,14 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         return b.aim(view)
 
     def _startable(self) -> bool:
-        """The simulator's wake filter: build this point's decision and keep it if a start is valid.
-
-        When fitting is a GPU count alone, a point passed over because no job of its window fitted
-        is remembered by the fewest GPUs a job of that window needs and how many jobs had entered the
-        queue. A later candidate point's window holds only jobs of that window and the jobs that
-        entered the queue since (a newcomer can push jobs out of the window, no other queued job in;
-        no job leaves the queue between points), so when the point has fewer free GPUs than any of
-        those needs it is passed over without building its window."""
+        """The simulator's wake filter: build this point's decision and keep it if a start is valid."""
         sim = self.sim
         assert sim is not None
         if not self._may_start(sim):
             return False
-        state = sim.state
-        passed = self._passed
-        if passed is not None:
-            least, seen = passed
-            enq = state.enqueued
-            if len(enq) > seen:
-                least = min(least, min(map(self._jobs.gpus_l.__getitem__, enq[seen:])))
-            if state.n_free < least:
-                self._passed = (least, len(enq))
-                return False
         builder = self._aim(sim)
         if not builder.any_valid():
-            self._passed = ((builder.least_gpus(), len(state.enqueued))
-                            if builder.count_only and self._skip_known_passes else None)
             return False
-        self._passed = None
         self.builder = builder
         return True
 
@@ -434,13 +411,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         sim = self.sim
         assert sim is not None
         again = b.any_valid()  # (read before the batch is applied: the builder reads the queue in place)
-        # the window left after this batch is the next point's window on the queue the batch leaves:
-        # when none of it fits, it is remembered as a point passed over (see _startable)
-        least = b.least_gpus() if not again and b.count_only and self._skip_known_passes else None
         if b.decisions:
             sim.apply(cast("list[Decision]", b.decisions))  # (the builder's next point starts a new list)
             self._jobs.dequeued(map(_JOB_ID, b.decisions))
-        self._passed = None if least is None else (least, len(sim.state.enqueued))
         if again:
             sim.wake_next_round()
         return self._advance()

@@ -29,7 +29,7 @@ import bisect
 import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import filterfalse, islice
+from itertools import islice
 from operator import attrgetter
 
 import numpy as np
@@ -295,8 +295,6 @@ class DecisionBuilder:
         ranked = cache.queue_ranks(view)  # kept in step with the queue at every point
         self._ranked = None if ranked is None or len(ids) <= self.fifo_slots else ranked
         self._gone: set[int] = set()  # job ids started in this batch
-        self._part: list[int] = []  # the window's least-work part from the ranked queue (_refresh)
-        self._scan_at = 0  # the entries of the ranked queue that part was chosen from
         self._demand = float(state.pending_gpus)
         self._simple = simple = not cache.constrained
         self._count_fit = self._count_only if simple else 0
@@ -304,16 +302,6 @@ class DecisionBuilder:
         self._n_sh = 0 if not self._need_sh else n_free if self._exclusive_gpus else self._count_shareable()
         self._refresh()
         return self
-
-    @property
-    def count_only(self) -> bool:
-        """Whether a job fits this point's options by its GPU count alone (no job constrains its
-        GPUs, and the cluster is exclusive or no option shares): its fit codes come from the counts."""
-        return bool(self._count_fit)
-
-    def least_gpus(self) -> int:
-        """The fewest GPUs a job of the window needs (0 for an empty window)."""
-        return min(map(self.cache.gpus_l.__getitem__, self._win_ids), default=0)
 
     # -- working state -----------------------------------------------------------------------
     @property
@@ -343,40 +331,23 @@ class DecisionBuilder:
         order is the cache's ranked queue when it has one, else a sort of this point's queue."""
         ids = self._ids
         f, n, gone = self.fifo_slots, len(ids), self._gone
-        if gone:  # the first f jobs not started (a C-level filter: no comprehension frame)
-            win = list(islice(filterfalse(gone.__contains__, ids), f))
+        if gone:  # the first f alive positions lie among the first f + len(gone)
+            win = [i for i in islice(ids, f + len(gone)) if i not in gone][:f]
         else:
             win = list(islice(ids, f))
         need = self.k - len(win)
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
-            ranked = self._ranked
-            if ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
+            if self._ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
                 cache = self.cache
                 by_rank, qrank = cache.by_rank, cache.qrank_l
                 cut = qrank[win[-1]] if win else -1
-                part, start = self._part, self._scan_at
-                at = start
-                if part:  # after a start: continue the last scan (see below); of its jobs, those
-                    # now at or before ``cut`` are in the FIFO part (``win``): drop those and the started
-                    part = list(filterfalse(gone.union(win).__contains__, part))
-                    need -= len(part)
-                if need > 0:
-                    for past, r in enumerate(islice(ranked, start, None), start + 1):
-                        i = by_rank[r]
-                        if qrank[i] > cut and i not in gone:
-                            part.append(i)
-                            need -= 1
-                            if not need:
-                                at = past  # (the entries up to r were read)
-                                break
-                    else:
-                        at = len(ranked)
-                # Within a point the FIFO part only moves later (``cut`` grows) and ``gone`` only
-                # grows, so the jobs this scan may take only become fewer: every one it may take
-                # before ``at`` is in ``part``, and the next refresh keeps those still allowed and
-                # scans on from ``at`` (the same window as a scan from the front).
-                self._part, self._scan_at = part, at
-                win += part
+                for r in self._ranked:
+                    i = by_rank[r]
+                    if qrank[i] > cut and i not in gone:
+                        win.append(i)
+                        need -= 1
+                        if not need:
+                            break
             else:
                 ids = self._ids = list(ids)  # positions are read below: a list of this point's queue
                 cut = ids.index(win[-1]) if win else -1
