@@ -136,11 +136,27 @@ def build_simulator(
     ``cache``: where the workload is kept (default :func:`shared_cache`)."""
     cache = cache or shared_cache(scn)
     name, jobs = cache.get(seed, workload)
+    model = scn.model_for(workload)
+    v = model.variability
+    fixed = (v.mode == "pal_artifact" and not v.profile_path and not v.outlier_prob > 0)
     sim = Simulator(
-        cache.topo, jobs, scn.model_for(workload), seed=sim_seed(seed),
+        cache.topo, jobs, model, seed=sim_seed(seed),
+        slowdown_profile=_artifact_draw(cache.topo.n_gpus).copy() if fixed else None,
         checker=InvariantChecker() if check else None, max_jobs_per_gpu=scn.cluster.max_jobs_per_gpu,
     )
     return name, jobs, sim
+
+
+@functools.lru_cache(maxsize=8)
+def _artifact_draw(n_gpus: int) -> np.ndarray:
+    """PAL's artifact draw of ``n_gpus`` GPUs (:func:`~gpusched_env.cluster.pal_draw.artifact_draw`),
+    made once per process: without outliers, ``sample_factors`` draws nothing from the run's
+    generator for it, so every run seed gets these factors (callers pass a copy)."""
+    from gpusched_env.cluster.pal_draw import artifact_draw
+
+    out = artifact_draw(n_gpus)
+    out.flags.writeable = False
+    return out
 
 
 def simulate(

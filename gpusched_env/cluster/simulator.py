@@ -51,6 +51,22 @@ _EXACT_TICKS = 10_000
 """Idle round ticks skipped by repeated addition (as the ticks themselves add); more by one product."""
 
 
+class JobRecords(dict[int, JobRecord]):
+    """The run's job records by job id, each made when it is first read (``records[job_id]``; a job
+    of a run that ends before it arrives has none until :meth:`Simulator.result` reads them all).
+    Only reads by id make one: ``in``, ``get`` and iteration see the records made so far."""
+
+    __slots__ = ("_jobs",)
+
+    def __init__(self, jobs: dict[int, Job]) -> None:
+        super().__init__()
+        self._jobs = jobs  # job id -> Job, of every job of the run
+
+    def __missing__(self, job_id: int) -> JobRecord:
+        rec = self[job_id] = JobRecord(self._jobs[job_id])  # (KeyError for an unknown id)
+        return rec
+
+
 @dataclass(slots=True)
 class _Run:
     """Dynamic state of one running job."""
@@ -128,12 +144,12 @@ class Simulator:
         self.jobs = sorted(jobs, key=attrgetter("arrival_s", "job_id"))  # (arrival, id) tuples, as before
         self._check_jobs()
         ids = list(map(attrgetter("job_id"), self.jobs))  # map, not a comprehension: no frame per job
-        self.records: dict[int, JobRecord] = dict(zip(ids, map(JobRecord, self.jobs), strict=True))
+        self.records: dict[int, JobRecord] = JobRecords(dict(zip(ids, self.jobs, strict=True)))
         self.done: dict[int, float] = dict.fromkeys(ids, 0.0)
         self.attained: dict[int, float] = dict.fromkeys(ids, 0.0)
         self.runs: dict[int, _Run] = {}
         self.completed: list[int] = []
-        self._tracked_left = sum(1 for j in self.jobs if j.tracked)
+        self._tracked_left = sum(map(attrgetter("tracked"), self.jobs))  # (True counts 1)
         self._trigger = False
         self._events = True
         self.checker = checker
@@ -152,8 +168,15 @@ class Simulator:
 
     # -- set-up ------------------------------------------------------------------------------
     def _check_jobs(self) -> None:
-        n = self.topology.n_gpus
-        for j in self.jobs:
+        n, jobs = self.topology.n_gpus, self.jobs
+        if jobs and max(map(attrgetter("num_gpus"), jobs)) <= n and (
+                list(map(attrgetter("pipeline"), jobs)).count(None) == len(jobs)):
+            # no job is too large and none is a pipeline: only the models are left to check, each
+            # once, in the order they first appear (the first unknown one raises, as below)
+            for model in dict.fromkeys(map(attrgetter("model"), jobs)):
+                self.spec(model)
+            return
+        for j in jobs:
             if j.num_gpus > n:
                 raise ValueError(f"job {j.job_id} needs {j.num_gpus} GPUs; the cluster has {n}")
             if j.pipeline is not None and j.pipeline.stages != j.num_gpus:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
 
@@ -50,7 +50,8 @@ from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Start
 from gpusched_env.view import ClusterView
 
-_FIELDS = attrgetter("job_id", "num_gpus", "work_iters", "mem_gb", "arrival_s", "model", "perf_class", "gpu_type")
+_FIELDS = tuple(map(attrgetter, ("job_id", "num_gpus", "work_iters", "mem_gb", "arrival_s", "model", "perf_class",
+                                  "gpu_type")))
 
 __all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
@@ -131,9 +132,9 @@ class JobCache:
         if not jobs:
             return
         n = len(jobs)
-        # one attrgetter call per job for every field, transposed by zip (no Python frame per job: a
-        # reset fills a run's thousands)
-        id_t, gpus_t, work_t, mem_t, arrival_t, models, classes, types = zip(*map(_FIELDS, jobs), strict=True)
+        # one list per field, read by attrgetter over the jobs (no Python frame per job: a reset fills
+        # a run's thousands; and no tuple per job, which the collector would have to traverse)
+        id_t, gpus_t, work_t, mem_t, arrival_t, models, classes, types = (list(map(f, jobs)) for f in _FIELDS)
         ids = np.array(id_t, dtype=np.int64)
         top = int(ids.max()) + 1
         if top > self.work.size:
@@ -279,6 +280,7 @@ class DecisionBuilder:
             self._lay = cache.layout(self.topo, view.max_jobs_per_gpu)
             self._exclusive_gpus = view.max_jobs_per_gpu == 1
             self._arrays = (view.free, view.up, view.n_resident)  # read-only views, updated in place
+            self._running: Mapping[int, object] = state.running  # (the live dict, read only here: no proxy per read)
             self._tables.clear()
             # the fit code of a fitting job when fitting is a GPU count (see _fit_codes), else 0
             self._count_only = ((3 if self._need_sh else 1) if (not self._need_sh or self._exclusive_gpus)
@@ -399,7 +401,7 @@ class DecisionBuilder:
 
     def _done_valid(self) -> bool:
         """The mask's last entry: "done" is valid unless the cluster would sit idle."""
-        return bool(self.decisions or self.view.running or not self.any_valid())
+        return bool(self.decisions or self._running or not self.any_valid())
 
     def valid(self, action: int) -> bool:
         """``mask()[action]`` without building the mask: a slot's fit code has the option's bit
@@ -507,7 +509,7 @@ class DecisionBuilder:
             cache.slot, self._win_np,  # k ids (-1: none), then k fit codes
             now / 3600.0, self._n_free,
             math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
-            math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(view.running) + n_dec) / 5.0,
+            math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(self._running) + n_dec) / 5.0,
             self._demand / n_gpus, math.log1p(n_dec) / 3.0,
         )
         self._obs = obs

@@ -101,20 +101,23 @@ class WorkingState:
     """The cluster as the decisions taken so far in this decision point leave it.
 
     ``ctx.free`` (exclusive placements), ``n_res`` and ``mem_used`` are working copies of the view's
-    arrays, updated by :meth:`take`; ``util`` is the view's (measured at the decision point) and
-    ``added_util`` the catalogue utilisation of the jobs started since (read by ``consolidate``;
-    summed on first read, in the order of the starts, then kept up to date).
+    arrays, updated by :meth:`take`; ``mem_used`` (read by the shared placements only) is copied on
+    first read, with the scalar starts before it added then, in their order (the same IEEE sums);
+    ``util`` is the view's (measured at the decision point) and ``added_util`` the catalogue
+    utilisation of the jobs started since (read by ``consolidate``; summed on first read, in the order
+    of the starts, then kept up to date).
     """
 
-    __slots__ = ("ctx", "n_res", "mem_used", "mem_cap", "up", "max_jobs", "util", "slowdown", "_added", "_taken",
-                 "_hp")
+    __slots__ = ("ctx", "n_res", "_mem", "_mem_taken", "mem_cap", "up", "max_jobs", "util", "slowdown", "_added",
+                 "_taken", "_hp")
 
     def __init__(self, ctx: PlacementContext) -> None:
         view = ctx.view
         self.ctx = ctx
         self.n_res = view.n_resident.copy()
         self.mem_cap = view.topology.gpu_mem_gb
-        self.mem_used = view.mem_used_gb.copy()
+        self._mem: np.ndarray | None = None  # mem_used, copied from the view on first read
+        self._mem_taken: list[tuple[float, GpuSet]] = []  # starts before that read: (GB, GPUs)
         self.up = view.up
         self.max_jobs = view.max_jobs_per_gpu
         self.util = view.gpu_util
@@ -125,9 +128,11 @@ class WorkingState:
 
     def take(self, job: Job, gpus: GpuSet) -> int:
         """Start ``job`` on ``gpus`` in the working state; return how many of them were free."""
-        free, n_res, mem_used, mem = self.ctx.free, self.n_res, self.mem_used, job.mem_gb
+        free, n_res, mem_used, mem = self.ctx.free, self.n_res, self._mem, job.mem_gb
         n = len(gpus)
         if n > SCALAR_GPUS:  # one compiled call
+            if mem_used is None:
+                mem_used = self.mem_used
             was_free = int(take_k(free, n_res, mem_used, np.array(gpus, dtype=np.intp), float(mem)))
         else:  # scalar updates: cheaper than a call for one or two GPUs
             was_free = 0
@@ -136,13 +141,29 @@ class WorkingState:
                     was_free += 1
                     free[g] = False
                 n_res[g] += 1
-                mem_used[g] += mem
+            if mem_used is None:
+                self._mem_taken.append((mem, gpus))
+            else:
+                for g in gpus:
+                    mem_used[g] += mem
         self._taken.append((job, gpus))
         if self._added is not None:
             self._add_util()
         if job.priority > 0 and self._hp is not None:
             self._hp[list(gpus)] = True
         return was_free
+
+    @property
+    def mem_used(self) -> np.ndarray:
+        """(n_gpus,) memory held per GPU, the starts taken so far included (made on first read)."""
+        m = self._mem
+        if m is None:
+            m = self._mem = self.ctx.view.mem_used_gb.copy()
+            for mem, gpus in self._mem_taken:
+                for g in gpus:
+                    m[g] += mem
+            self._mem_taken.clear()
+        return m
 
     @property
     def added_util(self) -> np.ndarray:

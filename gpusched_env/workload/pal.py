@@ -15,7 +15,11 @@ ends once all tracked jobs have finished, whatever background jobs are still que
 from __future__ import annotations
 
 import math
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import fields
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -103,21 +107,20 @@ def with_background(
     arrivals = (base[-1].arrival_s + np.cumsum(gaps)).tolist()
     # Each copy gets its source's field values with three of them changed: the same Job as
     # ``dataclasses.replace`` gives (tests compare them), its slots written directly by their
-    # descriptors, at a third of the cost of Job(...) (a frozen dataclass's __init__ sets each field
-    # through object.__setattr__; a PAL reset builds 2,000 copies).
-    keep = [f.name for f in fields(Job) if f.name not in ("job_id", "arrival_s", "tracked")]
-    slot = {f.name: getattr(Job, f.name).__set__ for f in fields(Job)}
-    rows = [[(slot[n], getattr(j, n)) for n in keep] for j in base]
-    set_id, set_arrival, set_tracked = slot["job_id"], slot["arrival_s"], slot["tracked"]
-    new = object.__new__
-    out = []
-    n_rows = len(rows)
-    for k in range(n_background):
-        job = new(Job)
-        for put, value in rows[k % n_rows]:
-            put(job, value)
-        set_id(job, start_id + k)
-        set_arrival(job, arrivals[k])
-        set_tracked(job, False)
-        out.append(job)
+    # descriptors, one field at a time over all copies (``map`` drained by a zero-length deque: a
+    # C-level loop, no bytecode per copy; a frozen dataclass's __init__ sets each field through
+    # object.__setattr__, and a PAL reset builds 2,000 copies).
+    out = list(map(object.__new__, repeat(Job, n_background)))
+    reps = -(-n_background // len(base))  # ceil: copies of the whole base list needed
+    for f in fields(Job):
+        name = f.name
+        if name == "job_id":
+            values: Iterable[object] = range(start_id, start_id + n_background)
+        elif name == "arrival_s":
+            values = arrivals
+        elif name == "tracked":
+            values = repeat(False, n_background)
+        else:
+            values = (list(map(attrgetter(name), base)) * reps)[:n_background]  # copy k: base[k mod len]
+        deque(map(getattr(Job, name).__set__, out, values), maxlen=0)
     return out
