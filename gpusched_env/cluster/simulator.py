@@ -646,6 +646,8 @@ class Simulator:
             g = placed[0]
             if resident[g]:
                 self._refresh({g}, now)
+            elif self.written_out:
+                self.power.set_idle(placed, now)
             else:
                 power = self.power
                 power.set_loads([(g, None)])
@@ -658,8 +660,11 @@ class Simulator:
                     break
             else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
                 power = self.power
-                power.set_loads([(g, None) for g in gpus])
-                power.mark(now)
+                if self.written_out:
+                    power.set_idle(gpus, now)  # (in the set's order, as the list below)
+                else:
+                    power.set_loads([(g, None) for g in gpus])
+                    power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)
         if self.checker is not None:
