@@ -10,12 +10,13 @@ import math
 import pytest
 
 from gpusched.baselines import get_policy
+from gpusched_env.allocation import ClusterState
 from gpusched_env.cluster.energy import PowerLedger
 from gpusched_env.cluster.model import SimModel
 from gpusched_env.cluster.simulator import Simulator
 from gpusched_env.power import PowerConfig
 from gpusched_env.topology import NodeGroup, Topology
-from gpusched_env.types import Job
+from gpusched_env.types import Job, Start
 
 
 def _started() -> Simulator:
@@ -103,3 +104,28 @@ def test_set_idle_is_set_loads_of_none_then_mark(sleepy):
     assert (fast.node_busy, fast.busy_gpus, fast._busy_set) == (plain.node_busy, plain.busy_gpus, plain._busy_set)
     assert fast.cluster_power == plain.cluster_power and fast.timeline == plain.timeline
     assert fast.busy_gpus == 0 and fast.node_busy == [0, 0] and fast.timeline.t == [1.0, 2.0, 3.0]
+
+
+def test_finish_is_the_removing_place():
+    """``ClusterState.finish`` (the removing half of ``_place`` written out) against ``_place(job,
+    gpus, -1)``: a two-GPU job sharing one GPU with another job, then a one-GPU job on a GPU of a
+    node that is down (it stays not free); the counts, masks, memory and share sums by hand."""
+    topo = Topology.build([NodeGroup(2, 2, "V100", 16.0)])
+    fast = ClusterState(topo, 2)
+    for j in (Job(0, 0.0, 2, 100, "resnet50", mem_gb=10.0), Job(1, 0.0, 1, 100, "resnet50", mem_gb=3.0),
+              Job(2, 0.0, 1, 100, "resnet50", mem_gb=2.5)):
+        fast.submit(j)
+    fast.apply([Start(0, (0, 1)), Start(1, (1,)), Start(2, (3,))], 0.0)
+    fast.set_up([2, 3], False)
+    plain = copy.deepcopy(fast)
+    for jid in (0, 2):
+        alloc = fast.finish(jid)
+        want = plain.running.pop(jid)
+        plain._place(plain.jobs.pop(jid), want.gpus, -1)
+        assert alloc == want
+        for name in ("n_resident", "free_mask", "mem_used", "share_used"):
+            assert getattr(fast, name).tolist() == getattr(plain, name).tolist(), name
+        assert (fast.n_free, fast.resident, set(fast.jobs), set(fast.running)) == (
+            plain.n_free, plain.resident, set(plain.jobs), set(plain.running))
+    assert fast.n_resident.tolist() == [0, 1, 0, 0] and fast.free_mask.tolist() == [True, False, False, False]
+    assert fast.n_free == 1 and fast.mem_used.tolist() == [0.0, 3.0, 0.0, 0.0]
