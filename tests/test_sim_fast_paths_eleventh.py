@@ -129,3 +129,28 @@ def test_finish_is_the_removing_place():
             plain.n_free, plain.resident, set(plain.jobs), set(plain.running))
     assert fast.n_resident.tolist() == [0, 1, 0, 0] and fast.free_mask.tolist() == [True, False, False, False]
     assert fast.n_free == 1 and fast.mem_used.tolist() == [0.0, 3.0, 0.0, 0.0]
+
+
+def test_a_plain_batch_of_starts_places_as_the_checked_path():
+    """A batch of starts shown valid in one pass (``_plain_starts``) places its jobs with the
+    adding half of ``_place`` written out: the same state as the fully checked path, and by hand
+    (a job using no memory adds none)."""
+    topo = Topology.build([NodeGroup(2, 2, "V100", 16.0)])
+    fast = ClusterState(topo, 2)
+    for j in (Job(0, 0.0, 2, 100, "resnet50", mem_gb=10.0), Job(1, 0.0, 1, 100, "resnet50", mem_gb=0.0),
+              Job(2, 1.0, 1, 100, "resnet50", mem_gb=2.5)):
+        fast.submit(j)
+    plain = copy.deepcopy(fast)
+    plain._plain_starts = lambda decisions: None  # type: ignore[method-assign]
+    batch = [Start(2, (3,)), Start(0, (0, 2))]
+    assert fast._plain_starts(batch) is not None
+    a, b = fast.apply(batch, 5.0), plain.apply(batch, 5.0)
+    assert a.started == b.started == [2, 0] and fast.running == plain.running
+    for name in ("n_resident", "free_mask", "mem_used", "share_used"):
+        assert getattr(fast, name).tolist() == getattr(plain, name).tolist(), name
+    assert (fast.n_free, fast.resident, [j.job_id for j in fast.pending]) == (
+        plain.n_free, plain.resident, [j.job_id for j in plain.pending])
+    assert fast.n_free == 1 and fast.n_resident.tolist() == [1, 0, 1, 1]
+    assert fast.mem_used.tolist() == [10.0, 0.0, 10.0, 2.5] and fast.resident == [[0], [], [0], [2]]
+    fast.apply([Start(1, (1,))], 6.0)
+    assert fast.n_free == 0 and fast.mem_used.tolist() == [10.0, 0.0, 10.0, 2.5] and fast.free_mask.tolist() == [False] * 4
