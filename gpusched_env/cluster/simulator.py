@@ -327,8 +327,8 @@ class Simulator:
                 due = run.due = now + delay
                 at = run.armed_at
                 if at is None or at > due:
-                    version = run.version = run.version + 1  # _arm, written out
-                    at = run.armed_at = now + delay
+                    version = run.version = run.version + 1  # _arm, written out (env.now + delay = due)
+                    at = run.armed_at = due
                     push(heap, (at, NORMAL, env.order, on_due, (jid, run, version)))
                     env.order += 1
                     armed = True
@@ -616,7 +616,15 @@ class Simulator:
         if run.due > now:  # slowed down since the event was armed: fire again when really done
             self._arm(jid, run, run.due - now)
             return
-        self.power.account(now)
+        power = self.power
+        if not self.written_out:
+            power.account(now)
+        else:  # power.account(now), written out
+            dt = now - power._last_t
+            if dt > 0:
+                power.energy_j += power.cluster_power * dt
+                power.busy_gpu_s += power.busy_gpus * dt
+                power._last_t = now
         state = self.state
         job = state.jobs[jid]
         rec = self.records[jid]
@@ -625,8 +633,9 @@ class Simulator:
         else:  # settle (as _settle; the job's work is set done just below)
             dt = now - run.last_t
             if dt > 0:
-                self.attained[jid] += dt * job.num_gpus
-                rec.gpu_seconds += dt * job.num_gpus
+                a = dt * job.num_gpus  # (one product for the service and the GPU-seconds)
+                self.attained[jid] += a
+                rec.gpu_seconds += a
                 rec.energy_j += dt * run.power_w
             run.last_t = now
         self.done[jid] = job.work_iters
