@@ -275,9 +275,29 @@ class ClusterState:
         self._enqueue(self.jobs[job_id])
 
     def finish(self, job_id: int) -> Allocation:
-        """Remove a finished job (:meth:`release`, and it leaves ``jobs``)."""
+        """Remove a finished job (:meth:`release`, and it leaves ``jobs``): the removing half of
+        :meth:`_place`, written out (the same writes in the same order)."""
         alloc = self.running.pop(job_id)
-        self._place(self.jobs.pop(job_id), alloc.gpus, -1)
+        job = self.jobs.pop(job_id)
+        n, mem, share, dirty = self._n_mv, self._mem_l, self._share_l, self._dirty
+        dmem, dshare = -job.mem_gb, -job.gpu_fraction
+        free, resident = self._free_mv, self.resident
+        up = None if self.all_up else self.up
+        n_free = self.n_free
+        for g in alloc.gpus:
+            here = resident[g]
+            here.remove(job_id)
+            if not here and (up is None or up[g]):
+                free[g] = True
+                n_free += 1
+            else:
+                free[g] = False
+            n[g] = len(here)
+            if dmem:
+                mem[g] += dmem
+            share[g] += dshare
+            dirty.add(g)
+        self.n_free = n_free
         return alloc
 
     def set_up(self, gpus: list[int], up: bool) -> None:
@@ -330,10 +350,23 @@ class ClusterState:
         if starts is not None:  # shown valid: the checks below would pass
             applied = Applied()
             running, started = self.running, applied.started
+            # the adding half of _place, written out once for the batch: each GPU is up and holds
+            # no job (shown above), so it leaves the free count and holds this one job
+            n, mem, share, dirty = self._n_mv, self._mem_l, self._share_l, self._dirty
+            free, resident = self._free_mv, self.resident
             for job, s in starts:
                 self._dequeue(job)
                 gpus = s.gpus
-                self._place(job, gpus, +1)
+                dmem, dshare, jid = job.mem_gb, job.gpu_fraction, job.job_id
+                for g in gpus:
+                    free[g] = False
+                    resident[g].append(jid)
+                    n[g] = 1
+                    if dmem:
+                        mem[g] += dmem
+                    share[g] += dshare
+                    dirty.add(g)
+                self.n_free -= len(gpus)
                 a = _new(Allocation)  # Allocation(gpus, s.sharing, now) without the frozen __init__
                 _set_gpus(a, gpus)
                 _set_sharing(a, s.sharing)

@@ -287,6 +287,7 @@ def test_incremental_toggles_give_the_plain_floats(policy):
                 other.finish_s, other.gpu_seconds, other.energy_j, other.preemptions)
             assert rec == other  # every field: first start, restarts, deadline met, ...
         assert sim.result().energy_j == plain.result().energy_j
+        assert sim.power.busy_gpu_s == plain.power.busy_gpu_s and sim.power.busy_gpu_s > 0
         assert sim.power.timeline == plain.power.timeline and sim.power.timeline is not None
 
 

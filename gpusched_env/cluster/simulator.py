@@ -279,10 +279,12 @@ class Simulator:
         state, runs, done, attained, records = self.state, self.runs, self.done, self.attained, self.records
         jobs, resident, running, on_due = state.jobs, state.resident, state.running, self._on_due
         push = heapq.heappush
-        for i in range(0, len(hits), 3):
-            now = hits[i]
-            g = int(hits[i + 1])
-            st = straggle[g] = hits[i + 2]  # the toggle (DataParallelSpeed.toggle)
+        k = 0  # toggles of the batch begun
+        it = iter(hits)
+        for now, gf, st in zip(it, it, it, strict=False):  # (time, GPU, factor) triples
+            k += 1
+            g = int(gf)
+            straggle[g] = st  # the toggle (DataParallelSpeed.toggle)
             old = slow[g]
             if st == 1.0:
                 new = slow[g] = unslowed[g]
@@ -294,29 +296,37 @@ class Simulator:
                 else:
                     new = slow[g] = [f * st / sp for f in fl]
             env.now = now
-            order = env.order
+            armed = False  # a completion armed by this toggle
             for jid in resident[g]:
                 run = runs[jid]
                 job = jobs[jid]
                 last = run.last_t
+                r = run.resume_at
+                w = job.work_iters
                 dt = now - last  # settle (as _settle)
                 if dt > 0:
-                    r = run.resume_at
                     work_dt = now - (r if r > last else last)
                     if not work_dt > 0.0:
                         work_dt = 0.0
                     d = done[jid] + work_dt / run.iter_s
-                    w = job.work_iters
-                    done[jid] = d if d < w else w
-                    attained[jid] += dt * job.num_gpus
+                    if not d < w:
+                        d = w
+                    done[jid] = d
+                    a = dt * job.num_gpus  # (one product for the service and the GPU-seconds)
+                    attained[jid] += a
                     rec = records[jid]
-                    rec.gpu_seconds += dt * job.num_gpus
+                    rec.gpu_seconds += a
                     rec.energy_j += dt * run.power_w
+                else:
+                    d = done[jid]
                 run.last_t = now
                 worst = run.worst  # re-time (as iter_time)
                 if worst is None:  # shares a GPU, MPS or a pipeline (residents are as at the last re-timing)
                     run.iter_s = speed.iter_time(job, running[jid], run.loc_mult, run.comm_s)
+                    order = env.order
                     self._schedule_completion(jid, run, now)
+                    if env.order != order:
+                        armed = True
                     continue
                 c = run.cls
                 s = new[c]
@@ -334,22 +344,23 @@ class Simulator:
                                 worst = v
                 run.worst = worst
                 iter_s = run.iter_s = run.base_s * worst * run.loc_mult + run.comm_s
-                left = job.work_iters - done[jid]  # completion (as _schedule_completion)
-                wait = run.resume_at - now
+                left = w - d  # completion (as _schedule_completion)
+                wait = r - now
                 delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * iter_s
                 due = run.due = now + delay
-                armed = run.armed_at
-                if armed is None or armed > due:
-                    version = run.version = run.version + 1  # _arm, written out
-                    at = run.armed_at = now + delay
+                at = run.armed_at
+                if at is None or at > due:
+                    version = run.version = run.version + 1  # _arm, written out (env.now + delay = due)
+                    at = run.armed_at = due
                     push(heap, (at, NORMAL, env.order, on_due, (jid, run, version)))
                     env.order += 1
-            if env.order != order:  # a completion was armed: the next event may be earlier
+                    armed = True
+            if armed:  # a completion was armed: the next event may be earlier
                 nxt = heap[0][0]
                 if nxt < limit:
                     limit = nxt
                     if last_t >= limit:
-                        return i // 3 + 1, limit
+                        return k, limit
         return -1, limit
 
     def _toggle_at(self, t: float, g: int, factor: float) -> float:
@@ -628,7 +639,15 @@ class Simulator:
         if run.due > now:  # slowed down since the event was armed: fire again when really done
             self._arm(jid, run, run.due - now)
             return
-        self.power.account(now)
+        power = self.power
+        if not self.written_out:
+            power.account(now)
+        else:  # power.account(now), written out
+            dt = now - power._last_t
+            if dt > 0:
+                power.energy_j += power.cluster_power * dt
+                power.busy_gpu_s += power.busy_gpus * dt
+                power._last_t = now
         state = self.state
         job = state.jobs[jid]
         rec = self.records[jid]
@@ -637,8 +656,9 @@ class Simulator:
         else:  # settle (as _settle; the job's work is set done just below)
             dt = now - run.last_t
             if dt > 0:
-                self.attained[jid] += dt * job.num_gpus
-                rec.gpu_seconds += dt * job.num_gpus
+                a = dt * job.num_gpus  # (one product for the service and the GPU-seconds)
+                self.attained[jid] += a
+                rec.gpu_seconds += a
                 rec.energy_j += dt * run.power_w
             run.last_t = now
         self.done[jid] = job.work_iters
@@ -658,6 +678,8 @@ class Simulator:
             g = placed[0]
             if resident[g]:
                 self._refresh({g}, now)
+            elif self.written_out:
+                self.power.set_idle(placed, now)
             else:
                 power = self.power
                 power.set_loads([(g, None)])
@@ -670,8 +692,11 @@ class Simulator:
                     break
             else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
                 power = self.power
-                power.set_loads([(g, None) for g in gpus])
-                power.mark(now)
+                if self.written_out:
+                    power.set_idle(gpus, now)  # (in the set's order, as the list below)
+                else:
+                    power.set_loads([(g, None) for g in gpus])
+                    power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)
         if self.checker is not None:
