@@ -275,29 +275,9 @@ class ClusterState:
         self._enqueue(self.jobs[job_id])
 
     def finish(self, job_id: int) -> Allocation:
-        """Remove a finished job (:meth:`release`, and it leaves ``jobs``): the removing half of
-        :meth:`_place`, written out (the same writes in the same order)."""
+        """Remove a finished job (:meth:`release`, and it leaves ``jobs``)."""
         alloc = self.running.pop(job_id)
-        job = self.jobs.pop(job_id)
-        n, mem, share, dirty = self._n_mv, self._mem_l, self._share_l, self._dirty
-        dmem, dshare = -job.mem_gb, -job.gpu_fraction
-        free, resident = self._free_mv, self.resident
-        up = None if self.all_up else self.up
-        n_free = self.n_free
-        for g in alloc.gpus:
-            here = resident[g]
-            here.remove(job_id)
-            if not here and (up is None or up[g]):
-                free[g] = True
-                n_free += 1
-            else:
-                free[g] = False
-            n[g] = len(here)
-            if dmem:
-                mem[g] += dmem
-            share[g] += dshare
-            dirty.add(g)
-        self.n_free = n_free
+        self._place(self.jobs.pop(job_id), alloc.gpus, -1)
         return alloc
 
     def set_up(self, gpus: list[int], up: bool) -> None:

@@ -107,7 +107,7 @@ def test_set_idle_is_set_loads_of_none_then_mark(sleepy):
 
 
 def test_finish_is_the_removing_place():
-    """``ClusterState.finish`` (the removing half of ``_place`` written out) against ``_place(job,
+    """``ClusterState.finish`` (``running`` and ``jobs`` popped, then ``_place``) against ``_place(job,
     gpus, -1)``: a two-GPU job sharing one GPU with another job, then a one-GPU job on a GPU of a
     node that is down (it stays not free); the counts, masks, memory and share sums by hand."""
     topo = Topology.build([NodeGroup(2, 2, "V100", 16.0)])

@@ -146,15 +146,7 @@ class PowerLedger:
                 self.busy_gpus -= 1
                 busy_set.discard(g)
         self.cluster_power += delta
-        tl = self.timeline
-        if tl is not None:  # mark, written out
-            t = tl.t
-            if t and t[-1] == now:
-                tl.busy_gpus[-1], tl.power_w[-1] = self.busy_gpus, self.cluster_power
-            else:
-                t.append(now)
-                tl.busy_gpus.append(self.busy_gpus)
-                tl.power_w.append(self.cluster_power)
+        self.mark(now)
 
     def mark(self, now: float) -> None:
         """Add the current point to the timeline (when kept)."""
