@@ -7,14 +7,10 @@ from __future__ import annotations
 import copy
 import math
 
-import pytest
-
 from gpusched.baselines import get_policy
 from gpusched_env.allocation import ClusterState
-from gpusched_env.cluster.energy import PowerLedger
 from gpusched_env.cluster.model import SimModel
 from gpusched_env.cluster.simulator import Simulator
-from gpusched_env.power import PowerConfig
 from gpusched_env.topology import NodeGroup, Topology
 from gpusched_env.types import Job, Start
 
@@ -77,33 +73,6 @@ def test_a_batch_cut_short_by_an_armed_completion():
     plain.env.now = 1000.0
     plain.set_straggle(int(g1), 1.0)
     assert _state(fast) == _state(plain)
-
-
-@pytest.mark.parametrize("sleepy", [False, True])
-def test_set_idle_is_set_loads_of_none_then_mark(sleepy):
-    """``PowerLedger.set_idle`` (a completion's GPUs left empty) against ``set_loads`` of None and
-    ``mark``: the same per-GPU arrays, node counts, busy GPUs, cluster power (float for float) and
-    timeline; for one GPU, for a set of GPUs on two nodes (one of them emptied: a sleeping node's
-    term changes), and for a GPU that was idle already; by hand for the one GPU."""
-    topo = Topology.build([NodeGroup(2, 4, "V100", 16.0)])
-    cfg = PowerConfig(low_power_idle=sleepy)
-    fast = PowerLedger(topo, cfg, timeline=True)
-    fast.set_loads([(0, 0.7), (1, 0.3), (2, 1.0), (4, 0.9), (5, 0.25)])
-    fast.mark(1.0)
-    plain = copy.deepcopy(fast)
-    before = fast.cluster_power
-    fast.set_idle((2,), 2.0)
-    assert fast.cluster_power == before + (float(fast.idle_w[2]) - float(plain.gpu_power[2]))
-    for now, gpus in ((2.0, {4, 5, 1}), (2.0, (7,)), (3.0, (0,))):
-        fast.set_idle(gpus, now)
-    for now, gpus in ((2.0, [2]), (2.0, list({4, 5, 1})), (2.0, [7]), (3.0, [0])):
-        plain.set_loads([(g, None) for g in gpus])
-        plain.mark(now)
-    for a in ("gpu_power", "gpu_util"):
-        assert getattr(fast, a).tolist() == getattr(plain, a).tolist()
-    assert (fast.node_busy, fast.busy_gpus, fast._busy_set) == (plain.node_busy, plain.busy_gpus, plain._busy_set)
-    assert fast.cluster_power == plain.cluster_power and fast.timeline == plain.timeline
-    assert fast.busy_gpus == 0 and fast.node_busy == [0, 0] and fast.timeline.t == [1.0, 2.0, 3.0]
 
 
 def test_finish_is_the_removing_place():

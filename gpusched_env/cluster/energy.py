@@ -7,7 +7,6 @@ load changes, so the sums do not depend on how many decision points a backend st
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -119,34 +118,6 @@ class PowerLedger:
                     self.busy_gpus -= 1
                     busy_set.discard(g)
         self.cluster_power += delta
-
-    def set_idle(self, gpus: Iterable[int], now: float) -> None:
-        """``set_loads([(g, None) for g in gpus])`` then ``mark(now)``, written out for GPUs left
-        empty by a completion (the same floats, in the same order). Call :meth:`account` first."""
-        idle_w, power_l = self._idle_l, self.power_l
-        gpu_power, gpu_util = self._power_mv, self._util_mv
-        busy_set = self._busy_set
-        delta = 0.0
-        for g in gpus:
-            p = idle_w[g]
-            delta += p - power_l[g]
-            power_l[g] = p
-            gpu_power[g] = p
-            gpu_util[g] = 0.0
-            if g in busy_set:
-                node = self.topology.node_of_gpu[g]
-                if self.cfg.low_power_idle:  # only sleeping nodes change node power with their GPUs' load
-                    terms, nb = self._node_l[node], self.node_busy[node]
-                    old = terms[nb == 0]
-                    nb -= 1
-                    self.node_busy[node] = nb
-                    delta += terms[nb == 0] - old
-                else:
-                    self.node_busy[node] -= 1
-                self.busy_gpus -= 1
-                busy_set.discard(g)
-        self.cluster_power += delta
-        self.mark(now)
 
     def mark(self, now: float) -> None:
         """Add the current point to the timeline (when kept)."""

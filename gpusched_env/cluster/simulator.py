@@ -640,14 +640,7 @@ class Simulator:
             self._arm(jid, run, run.due - now)
             return
         power = self.power
-        if not self.written_out:
-            power.account(now)
-        else:  # power.account(now), written out
-            dt = now - power._last_t
-            if dt > 0:
-                power.energy_j += power.cluster_power * dt
-                power.busy_gpu_s += power.busy_gpus * dt
-                power._last_t = now
+        power.account(now)
         state = self.state
         job = state.jobs[jid]
         rec = self.records[jid]
@@ -673,30 +666,15 @@ class Simulator:
         if job.tracked:
             self._tracked_left -= 1
         placed = alloc.gpus
+        gpus = {placed[0]} if len(placed) == 1 else set(placed)
         resident = state.resident
-        if len(placed) == 1:  # (the set of one GPU, without making it)
-            g = placed[0]
-            if resident[g]:
-                self._refresh({g}, now)
-            elif self.written_out:
-                self.power.set_idle(placed, now)
-            else:
-                power = self.power
-                power.set_loads([(g, None)])
-                power.mark(now)
-        else:
-            gpus = set(placed)
-            for g in gpus:
-                if resident[g]:  # jobs stay on its GPUs: re-time them
-                    self._refresh(gpus, now)
-                    break
-            else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
-                power = self.power
-                if self.written_out:
-                    power.set_idle(gpus, now)  # (in the set's order, as the list below)
-                else:
-                    power.set_loads([(g, None) for g in gpus])
-                    power.mark(now)
+        for g in gpus:
+            if resident[g]:  # jobs stay on its GPUs: re-time them
+                self._refresh(gpus, now)
+                break
+        else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
+            power.set_loads([(g, None) for g in gpus])
+            power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)
         if self.checker is not None:
