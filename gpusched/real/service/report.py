@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,36 @@ from gpusched_env.metrics import RunResult, compute_metrics, results_document
 from gpusched_env.types import JobRecord
 
 SCENARIO = "lab_cluster"
+_LAUNCH = re.compile(r"launch \d+ on GPUs \[([\d, ]*)\]")  # the running entry serve.py writes per launch
+
+
+def busy_gpu_seconds(history: list[tuple[int, float, str, str]], now: float) -> float:
+    """GPU-seconds during which a GPU held at least one job, as the simulator counts ``busy_gpu_s``: per GPU
+    the union of the launches' intervals (a launch runs from its ``running`` entry to the job's next state),
+    so jobs co-located on one GPU (MPS, time slicing) count it once. Launches still running end at ``now``."""
+    opened: dict[int, tuple[float, list[int]]] = {}
+    spans: dict[int, list[tuple[float, float]]] = {}
+    for job, t, state, detail in sorted(history, key=lambda h: h[1]):
+        if state == "note":
+            continue
+        if job in opened:
+            t0, gpus = opened.pop(job)
+            for g in gpus:
+                spans.setdefault(g, []).append((t0, t))
+        m = _LAUNCH.match(detail) if state == "running" else None
+        if m:
+            opened[job] = (t, [int(x) for x in m.group(1).split(",") if x.strip()])
+    for t0, gpus in opened.values():
+        for g in gpus:
+            spans.setdefault(g, []).append((t0, max(t0, now)))
+    busy = 0.0
+    for ivs in spans.values():
+        end = float("-inf")
+        for a, b in sorted(ivs):
+            if b > end:
+                busy += b - max(a, end)
+                end = b
+    return busy
 
 
 def report(out_dir: str | Path, seed: int = 0) -> dict[str, Any]:
@@ -25,19 +56,17 @@ def report(out_dir: str | Path, seed: int = 0) -> dict[str, Any]:
     sampled, beside the scheduler's ``utilization``), ``nvml_gpus`` and ``nvml_samples``."""
     q = JobQueue(out_dir)
     try:
-        epoch, rows, now = q.epoch(), q.jobs(), time.time()
+        epoch, rows, history, now = q.epoch(), q.jobs(), q.history(), time.time()
         n_gpus = sum(int(n["n_devices"]) for n in json.loads(q.meta("nodes") or "[]"))
         policy = q.meta("policy") or "unknown"
     finally:
         q.close()
     records = []
-    busy = 0.0
     for r in rows:
         if r.state == "cancelled":
             continue
         running = max(0.0, now - r.started_t) if r.state == "running" and r.started_t else 0.0
         gpu_s = r.gpu_s + running * len(r.gpu_ids)
-        busy += gpu_s
         records.append(JobRecord(
             job=job_of(r, epoch), first_start_s=None if r.first_start_t is None else r.first_start_t - epoch,
             finish_s=r.finish_t - epoch if r.state == "finished" and r.finish_t is not None else None,
@@ -50,6 +79,7 @@ def report(out_dir: str | Path, seed: int = 0) -> dict[str, Any]:
     else:
         makespan, span = 0.0, None
     tel = read_telemetry(out_dir)
+    busy = busy_gpu_seconds([h for h in history if h[0] in {x.job.job_id for x in records}], now)
     m = compute_metrics(RunResult(records, max(n_gpus, 1), makespan, tel.energy_j if tel else 0.0, busy, span_s=span))
     if tel is not None:
         m.update(nvml_utilization=tel.util, nvml_gpus=float(tel.n_gpus), nvml_samples=float(tel.n_samples))

@@ -104,6 +104,11 @@ def test_two_mps_jobs_on_one_gpu_share_one_daemon_started_once_and_stopped_at_th
     assert ra.gpu_ids == rb.gpu_ids == (0,)
     assert ra.first_start_t is not None and rb.first_start_t is not None and ra.finish_t and rb.finish_t
     assert max(ra.first_start_t, rb.first_start_t) < min(ra.finish_t, rb.finish_t)  # side by side
+    # the report counts GPU 0 busy once while both run on it (the simulator's busy GPU-seconds)
+    span = max(ra.finish_t, rb.finish_t) - min(ra.submit_t, rb.submit_t)
+    busy = max(ra.finish_t, rb.finish_t) - min(ra.first_start_t, rb.first_start_t)
+    m = next(iter(report(out)["policies"].values()))["metrics"]
+    assert m["utilization"] == pytest.approx(busy / span, rel=1e-3)
     rows = (out / "nodes" / "local0" / "telemetry.csv").read_text().splitlines()
     assert rows[0] == "t,node,device,power_w,util,mem_used_mb" and rows[1].split(",")[1:] == [
         "local0", "0", "250.000", "0.8", "1024"]
@@ -245,3 +250,17 @@ def test_without_nvml_a_node_still_runs_mps_and_records_why_it_has_no_telemetry(
 def test_telemetry_s_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="telemetry_s: must be > 0, got 0"):
         ServeConfig(out_dir=str(tmp_path), telemetry_s=0.0)
+
+
+def test_busy_gpu_seconds_count_a_shared_gpu_once_by_hand() -> None:
+    from gpusched.real.service.report import busy_gpu_seconds
+    history = [
+        (1, 10.0, "running", "launch 0 on GPUs [0] (n0)"), (1, 20.0, "finished", "exit 0"),
+        (2, 15.0, "running", "launch 0 on GPUs [0] (n0)"), (2, 16.0, "note", "stdout rotated"),
+        (2, 30.0, "finished", "exit 0"),
+        (3, 0.0, "running", "launch 0 on GPUs [1, 2] (n0)"), (3, 5.0, "preempted", "policy"),
+        (3, 6.0, "pending", ""), (3, 8.0, "running", "launch 1 on GPUs [1, 2] (n0)"),
+    ]
+    # GPU 0: [10, 20] and [15, 30] -> 20 s once; GPUs 1 and 2: [0, 5] and [8, now = 12] -> 9 s each
+    assert busy_gpu_seconds(history, now=12.0) == pytest.approx(20.0 + 9.0 + 9.0)
+    assert busy_gpu_seconds(history[:2], now=100.0) == pytest.approx(10.0)
