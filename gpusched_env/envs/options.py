@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 
 from gpusched_env.catalog import find_model
-from gpusched_env.compiled import entry_point
 from gpusched_env.envs.kernels import least_interference_k, take_k
 from gpusched_env.placement import GpuSet, Placement, PlacementContext
 from gpusched_env.scenario import Scenario
@@ -66,9 +65,6 @@ SCALAR_GPUS = 2
 """choice: GPU sets up to this size are updated one scalar at a time, larger ones by one compiled call
 (:func:`~gpusched_env.envs.kernels.take_k`: about 3 us for any size, against about 2 us for one GPU
 and 5-20 us for 4-16 GPUs one scalar at a time or by fancy indexing, measured here)."""
-_TAKE: dict[tuple[np.dtype[Any], ...], Callable[..., Any]] = {}
-"""take_k's compiled function by the dtypes of the working arrays (free, n_res, mem_used), called
-without numba's dispatcher after the first call (see :func:`gpusched_env.compiled.entry_point`)."""
 MASK_MEMO_MAX = 4096
 """choice: window fit patterns whose mask entries (and whole masks, per window size and "done") an
 :class:`OptionSet` remembers."""
@@ -137,14 +133,7 @@ class WorkingState:
         if n > SCALAR_GPUS:  # one compiled call
             if mem_used is None:
                 mem_used = self.mem_used
-            args = (free, n_res, mem_used, np.array(gpus, dtype=np.intp), float(mem))
-            key = (free.dtype, n_res.dtype, mem_used.dtype)  # (the copies: C-contiguous, writeable)
-            fn = _TAKE.get(key)
-            if fn is None:  # first through the dispatcher, then its compiled function for these types
-                was_free = int(take_k(*args))
-                _TAKE[key] = entry_point(take_k, args)
-            else:
-                was_free = int(fn(*args))
+            was_free = int(take_k(free, n_res, mem_used, np.array(gpus, dtype=np.intp), float(mem)))
         else:  # scalar updates: cheaper than a call for one or two GPUs
             was_free = 0
             for g in gpus:

@@ -167,30 +167,3 @@ def test_step_observations_are_the_callers_own(env_id):
     want = info["action_mask"].tolist()
     info["action_mask"][:] = False  # the caller's array: the env's mask stays
     assert env.unwrapped.action_masks().tolist() == want and any(want)
-
-
-def test_take_through_the_compiled_function_equals_the_dispatcher():
-    """After its first compiled update ``WorkingState.take`` calls ``take_k``'s compiled function
-    directly (kept by the working arrays' dtypes): the same arrays and count as through numba's
-    dispatcher, on the same start."""
-    from gpusched_env.envs import options
-    from gpusched_env.envs.kernels import take_k
-
-    job = Job(9, 0.0, 4, 10.0, "resnet50", "A", 2.5)
-    ws, _ = _toy_state()
-    ws.take(job, (0, 2, 3, 5))  # (a first call, through the dispatcher when none was made yet)
-    assert options._TAKE and all(f is not take_k for f in options._TAKE.values())
-    direct, _ = _toy_state()
-    kept = dict(options._TAKE)
-    try:
-        plain, _ = _toy_state()
-        options._TAKE.update({k: take_k for k in kept})  # through the dispatcher
-        assert plain.take(job, (1, 2, 3, 4)) == 3
-    finally:
-        options._TAKE.clear()
-        options._TAKE.update(kept)
-    assert direct.take(job, (1, 2, 3, 4)) == 3  # GPU 1 was not free; 2, 3 and 4 were
-    for name in ("n_res", "mem_used"):
-        assert getattr(direct, name).tolist() == getattr(plain, name).tolist(), name
-    assert direct.ctx.free.tolist() == plain.ctx.free.tolist()
-    assert direct.n_res.tolist() == [1, 3, 1, 1, 1, 0] and direct.mem_used.tolist() == [8.0, 30.5, 2.5, 2.5, 2.5, 0.0]
