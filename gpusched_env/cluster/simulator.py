@@ -104,8 +104,8 @@ class Simulator:
     written_out = True
     """Re-timing after starts and completions (:meth:`_refresh`) and a completion's settle
     (:meth:`_due`) with the steps of :meth:`DataParallelSpeed.alone_worst`,
-    :meth:`_schedule_completion` and :meth:`_settle` written out (the same floats); False calls
-    them (tests compare the two)."""
+    :meth:`_schedule_completion` (completions at round boundaries included) and :meth:`_settle`
+    written out (the same floats); False calls them (tests compare the two)."""
 
     def __init__(
         self,
@@ -552,7 +552,9 @@ class Simulator:
         power_l = self.power.power_l
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
         done, env, on_due = self.done, self.env, self._on_due
-        written = self.written_out and not (self.model.completion_at_round and self._round_s)
+        written = self.written_out
+        round_s = self._round_s if self.model.completion_at_round else None  # completions at round boundaries
+        origin = self._first_arrival
         for jid in jobs:
             run = runs.get(jid)
             if run is None:
@@ -593,6 +595,8 @@ class Simulator:
             left = job.work_iters - done[jid]  # _schedule_completion and _arm, written out
             wait = run.resume_at - now
             delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
+            if round_s:  # PAL's simulator notices completions at round boundaries (as _schedule_completion)
+                delay = origin + math.ceil((now + delay - origin) / round_s - 1e-9) * round_s - now
             due = run.due = now + delay
             armed = run.armed_at
             if armed is None or armed > due:

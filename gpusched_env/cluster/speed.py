@@ -33,6 +33,8 @@ from gpusched_env.pipeline.spec import PipelineSpec
 from gpusched_env.topology import Topology
 from gpusched_env.types import Job, Sharing
 
+_LEVELS_MAX = 65536  # choice: GPU sets whose locality level is remembered (then forgotten at once)
+
 
 class JobSpeed(Protocol):
     """How fast a running job iterates where it is placed."""
@@ -67,6 +69,7 @@ class DataParallelSpeed:
         self._outcome: list[tuple[tuple[int, ...], tuple[Sharing, ...], DeviceOutcome] | None] = (
             [None] * topology.n_gpus
         )
+        self._levels: dict[tuple[int, ...], str] = {}  # GPU set -> Topology.locality of it
         self.set_factors(factors)
 
     def set_factors(self, factors: np.ndarray) -> None:
@@ -99,7 +102,11 @@ class DataParallelSpeed:
         if len(gpus) <= 1:
             return 1.0, 0.0
         loc = self.locality
-        level = self.topology.locality(gpus)
+        level = self._levels.get(gpus)
+        if level is None:  # Topology.locality, remembered per GPU set (a pure function of it)
+            if len(self._levels) >= _LEVELS_MAX:
+                self._levels.clear()
+            level = self._levels[gpus] = self.topology.locality(gpus)
         if loc.mode == "constant":
             return (loc.lf if level != "node" else 1.0), 0.0
         link = self.topology.links[level]

@@ -28,13 +28,15 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
 from gpusched_env.catalog import base_iter_s
+from gpusched_env.compiled import entry_point
 from gpusched_env.envs.kernels import (
     ARRIVAL_COL,
     GLOBAL_FEATURES,
@@ -263,6 +265,10 @@ class DecisionBuilder:
         self._code_rows: dict[bytes, array[int]] = {}  # fit codes padded to k, as int64 rows
         self._tables: dict[int, bytes] = {}  # count-only fit codes by GPU count, per free-GPU count
         self._state: object = None  # the cluster state the per-state constants below were read for
+        # fill_observation's compiled function for the argument types of a point without and with a
+        # working copy (the view's read-only arrays or the copy's own: two signatures), or None
+        # before the first call (see gpusched_env.compiled.entry_point)
+        self._fill: dict[bool, Callable[..., Any] | None] = {True: None, False: None}
         self.aim(view)
 
     def aim(self, view: ClusterView) -> DecisionBuilder:
@@ -504,7 +510,7 @@ class DecisionBuilder:
         n_dec, n_gpus, now = len(self.decisions), lay.n_gpus, view.now
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
         obs = np.empty(lay.size + k * SLOT_FEATURES + GLOBAL_FEATURES, _F32)
-        fill_observation(  # the global row's scalars one by one (a tuple argument costs more to pass)
+        args = (  # the global row's scalars one by one (a tuple argument costs more to pass)
             obs, lay.gpu_node, lay.node_scale, free, up, view.gpu_power_w, n_res, view.slowdown,
             cache.slot, self._win_np,  # k ids (-1: none), then k fit codes
             now / 3600.0, self._n_free,
@@ -512,6 +518,12 @@ class DecisionBuilder:
             math.log1p(len(self._ids) - n_dec) / 5.0, math.log1p(len(self._running) + n_dec) / 5.0,
             self._demand / n_gpus, math.log1p(n_dec) / 3.0,
         )
+        fill = self._fill[ws is None]
+        if fill is None:  # first through the dispatcher, then its compiled function for these types
+            fill_observation(*args)
+            self._fill[ws is None] = entry_point(fill_observation, args)
+        else:
+            fill(*args)
         self._obs = obs
         return obs
 

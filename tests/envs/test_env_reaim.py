@@ -105,3 +105,34 @@ def test_window_buffer_pads_empty_slots():
         if term or trunc:
             _, info = env.reset()
     assert seen > 20
+
+
+def test_observation_through_the_compiled_entry_points_equals_the_dispatcher():
+    """After its first observation of each kind (a point without and with a working copy) the
+    builder calls ``fill_observation``'s compiled function directly: the same bytes as through
+    numba's dispatcher at every step of a pal_philly run."""
+    from gpusched_env.envs.kernels import fill_observation
+
+    env = gym.make("gpusched/Cluster-v0", scenario="pal_philly")
+    u = env.unwrapped
+    assert isinstance(u, ClusterEnv)
+    rng = np.random.default_rng(5)
+    _, info = env.reset(seed=5, options={"workload": 2, "run_seed": 21})
+    kinds = set()
+    for _ in range(300):
+        b = u.builder
+        assert b is not None
+        if u._over:
+            break
+        kinds.add(b._ws is None)
+        direct = b.observe().tobytes()
+        kept, b._obs = b._fill, None
+        assert kept[b._ws is None] is not None and all(f is not fill_observation for f in kept.values())
+        b._fill = {True: None, False: None}  # a first call: through the dispatcher
+        assert b.observe().tobytes() == direct
+        b._fill, b._obs = kept, None
+        valid = np.flatnonzero(info["action_mask"])
+        _, _, term, trunc, info = env.step(int(valid[int(rng.random() * valid.size)]))
+        if term or trunc:
+            break
+    assert kinds == {True, False} and None not in u.builder._fill.values()
