@@ -164,3 +164,39 @@ def test_selection_and_evaluation_with_a_mix_score_the_training_variants(tmp_pat
     assert ev["variants"] == names and ev["episodes_per_variant"] == 1
     log = np.load(tmp_path / "run" / "eval" / "evaluations.npz")
     assert log["results"].shape[1] == 2  # one episode of each training variant per evaluation
+
+
+def test_selection_with_both_bounds_on_cluster_v1_with_a_mix_scores_the_dagger_clone_first(tmp_path):
+    """Cluster-v1, a mix, BC + one DAgger round and selection bounded by LAS's average and Tiresias's p99:
+    the bounds are those heuristics' means over every training variant's validation episode, and the
+    candidate at step 0 is the DAgger clone (``bc_model.zip``), replayed here to the same figures."""
+    import gymnasium as gym
+    from sb3_contrib import MaskablePPO
+
+    from gpusched.agents.adapter import predict
+    from gpusched.agents.selection import heuristic_results, play, score_runs
+    from gpusched.agents.train import check, train
+
+    cfg = _cfg("env=cluster_v1", "bc.dagger_rounds=1", "select.enabled=true", "select.avg_bound=las",
+               "select.p99_bound=tiresias", "select.objective=worst_ratio", "select.freq=32")
+    mix = check(cfg, tmp_path / "plan").mix  # the variants' scenarios and env arguments, as the trainer builds them
+    train(cfg, tmp_path / "run")
+    doc = json.loads((tmp_path / "run" / "selection.json").read_text())
+    names = ["n[cluster.nodes.0.count=2]", "n[cluster.nodes.0.count=3]"]
+    assert [n for n, _, _ in mix] == list(doc["variants"]) == names
+    assert doc["episodes"] == [[n, 0, 100000] for n in names]
+    las = [score_runs(0, heuristic_results(s, "las", [(0, 100000)])) for _, s, _ in mix]
+    tir = [score_runs(0, heuristic_results(s, "tiresias", [(0, 100000)])) for _, s, _ in mix]
+    assert doc["bounds"] == pytest.approx({"avg_jct_s": np.mean([r.avg_jct_s for r in las]),
+                                           "p99_jct_s": np.mean([r.p99_jct_s for r in tir])})
+    assert [c["steps"] for c in doc["candidates"]] == [0, 32]
+    bc = json.loads((tmp_path / "run" / "bc.json").read_text())
+    assert len(bc["dagger"]) == 1  # the clone scored at step 0 is the one refitted after the DAgger round
+    clone = MaskablePPO.load(tmp_path / "run" / "bc_model.zip")
+    act = lambda o, m: predict(clone, o, m, True)  # noqa: E731
+    ep = [play(gym.make("gpusched/Cluster-v1", scenario=s, **dict(kw, max_steps=20000)), act, [(0, 100000)])[0]
+          for _, s, kw in mix]
+    first = doc["candidates"][0]
+    assert first["avg_jct_s"] == pytest.approx(score_runs(0, ep).avg_jct_s)
+    assert first["p99_jct_s"] == pytest.approx(score_runs(0, ep).p99_jct_s)
+    assert first["finished"] == 24
