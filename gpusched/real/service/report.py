@@ -79,7 +79,8 @@ def report(out_dir: str | Path, seed: int = 0) -> dict[str, Any]:
     else:
         makespan, span = 0.0, None
     tel = read_telemetry(out_dir)
-    busy = busy_gpu_seconds([h for h in history if h[0] in {x.job.job_id for x in records}], now)
+    kept = {x.job.job_id for x in records}  # cancelled jobs are left out, their GPU time too
+    busy = busy_gpu_seconds([h for h in history if h[0] in kept], now)
     m = compute_metrics(RunResult(records, max(n_gpus, 1), makespan, tel.energy_j if tel else 0.0, busy, span_s=span))
     if tel is not None:
         m.update(nvml_utilization=tel.util, nvml_gpus=float(tel.n_gpus), nvml_samples=float(tel.n_samples))
