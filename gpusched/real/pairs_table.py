@@ -63,9 +63,14 @@ def rows(measured: dict[tuple[str, str, str], Cell], reference: dict[tuple[str, 
     return out
 
 
+def _errors(rs: list[Row], field: str) -> list[float]:
+    """|other / this file - 1| of BE share per cell where ``field`` is known."""
+    return [abs(getattr(r, field) / r.be_norm - 1.0) for r in rs if getattr(r, field) is not None]
+
+
 def mean_abs_error(rs: list[Row], field: str) -> tuple[float, int]:
     """Mean |other / this file - 1| of BE share over the cells where ``field`` is known, and their count."""
-    errs = [abs(getattr(r, field) / r.be_norm - 1.0) for r in rs if getattr(r, field) is not None]
+    errs = _errors(rs, field)
     return (sum(errs) / len(errs) if errs else float("nan")), len(errs)
 
 
@@ -82,10 +87,11 @@ def table(rs: list[Row], device: str) -> str:
                      f"{_f(r.be_norm_sim, '.3f')} | {r.hp_p99_ms:.1f} | {rng} | {_f(r.hp_p99_sim, '.1f')} |")
     lines.append("")
     for field, who in (("be_norm_sim", "model"), ("be_norm_ref", "reference")):
-        e, n = mean_abs_error(rs, field)
-        if n:
-            within = sum(1 for r in rs if getattr(r, field) is not None and abs(getattr(r, field) / r.be_norm - 1.0) <= 0.15)
-            lines.append(f"BE share, {who} against {device}: mean |error| {e:.1%} over {n} cells, {within} within 15 %")
+        errs = _errors(rs, field)
+        if errs:
+            within = sum(1 for x in errs if x <= 0.15)
+            lines.append(f"BE share, {who} against {device}: mean |error| {sum(errs) / len(errs):.1%} over "
+                         f"{len(errs)} cells, {within} within 15 %")
     return "\n".join(lines)
 
 

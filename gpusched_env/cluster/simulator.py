@@ -89,6 +89,12 @@ class _Run:
     cls: int = 0
 
 
+def round_delay(now: float, delay: float, origin: float, round_s: float) -> float:
+    """``delay`` stretched to the first round boundary (rounds of ``round_s`` from ``origin``) at or after
+    ``now + delay``: PAL's simulator notices completions at round boundaries (CALIBRATION.md)."""
+    return origin + math.ceil((now + delay - origin) / round_s - 1e-9) * round_s - now
+
+
 class Simulator:
     """Discrete-event cluster simulator implementing :class:`gpusched_env.policy.Backend`.
 
@@ -596,7 +602,7 @@ class Simulator:
             wait = run.resume_at - now
             delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
             if round_s:  # PAL's simulator notices completions at round boundaries (as _schedule_completion)
-                delay = origin + math.ceil((now + delay - origin) / round_s - 1e-9) * round_s - now
+                delay = round_delay(now, delay, origin, round_s)
             due = run.due = now + delay
             armed = run.armed_at
             if armed is None or armed > due:
@@ -613,10 +619,7 @@ class Simulator:
         wait = run.resume_at - now
         delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s  # max(0.0, x) as a comparison
         if self.model.completion_at_round and self._round_s:
-            # PAL's simulator notices completions at round boundaries (CALIBRATION.md)
-            origin = self._first_arrival
-            k = math.ceil((now + delay - origin) / self._round_s - 1e-9)
-            delay = origin + k * self._round_s - now
+            delay = round_delay(now, delay, self._first_arrival, self._round_s)
         run.due = now + delay
         if run.armed_at is not None and run.armed_at <= run.due:
             return
