@@ -18,7 +18,15 @@ import numpy as np
 
 from gpusched.baselines.eaco import EaCO
 from gpusched.baselines.gandiva import make_fifo_packed, make_gandiva
-from gpusched.baselines.ordering import FifoOrder, LasOrder, OrderKey, SjfOrder, SrtfOrder, TiresiasOrder
+from gpusched.baselines.ordering import (
+    AgedMlfqOrder,
+    FifoOrder,
+    LasOrder,
+    OrderKey,
+    SjfOrder,
+    SrtfOrder,
+    TiresiasOrder,
+)
 from gpusched.baselines.pal import make_pal, make_pm_first
 from gpusched.baselines.placement import PackedPlacement, RandomPlacement
 from gpusched.baselines.scheduler import QueueScheduler
@@ -64,6 +72,19 @@ def tiresias(
     events: bool = True,
 ) -> QueueScheduler:
     return _preemptive("tiresias", TiresiasOrder(threshold_gpu_s), round_s, head_of_line, events)
+
+
+def mlfq_aged(
+    round_s: float = PREEMPTIVE_ROUND_S,
+    threshold_gpu_s: float = 3600.0,
+    factor: float = 4.0,
+    aging: float = 0.1,
+    head_of_line: bool = True,
+    events: bool = True,
+) -> QueueScheduler:
+    """Tiresias's discretised LAS with more queues and aged LAS inside each. Defaults are choices made
+    on synthetic_philly_dr's training variants only (docs/AGENTS.md, run F): a teacher for the agents."""
+    return _preemptive("mlfq_aged", AgedMlfqOrder(threshold_gpu_s, factor, aging), round_s, head_of_line, events)
 
 
 def _pal_study(name: str, placement: object, sticky: bool, round_s: float, events: bool) -> QueueScheduler:
@@ -116,6 +137,7 @@ POLICIES.add("sjf", sjf, "event-driven shortest-job-first (oracle total work), p
 POLICIES.add("srtf", srtf, "rounds of 360 s, shortest remaining work (oracle), preemptive, sticky", _Q)
 POLICIES.add("las", las, "rounds of 360 s, least attained GPU-service, preemptive, sticky", _Q)
 POLICIES.add("tiresias", tiresias, "rounds of 360 s, two-queue discretised LAS (3600 GPU-s), sticky", _Q)
+POLICIES.add("mlfq_aged", mlfq_aged, "rounds of 360 s, queues at 3600 x 4^k GPU-s, LAS aged 0.1 GPU-s/GPU/s inside, sticky", _Q)
 POLICIES.add("packed_sticky", packed_sticky, "PAL study: FIFO prefix, 360 s rounds, packed, running jobs stay", _Q)
 POLICIES.add("packed_nonsticky", packed_nonsticky, "PAL study: FIFO prefix, 360 s rounds, packed, all jobs re-placed", _Q)
 POLICIES.add("random_sticky", random_sticky, "PAL study: as packed_sticky with uniformly random GPUs", _Q)

@@ -13,6 +13,10 @@ A key maps ``(view, job)`` to a tuple; smaller sorts first. Every key ends with
 - :class:`TiresiasOrder` — discretised two-queue LAS (Tiresias' 2D-LAS with two queues): queue 0
   while attained GPU-seconds < ``threshold_gpu_s`` (default 3600 GPU-s, a documented choice,
   config parameter), queue 1 after; FIFO (arrival) within a queue.
+- :class:`AgedMlfqOrder` — multi-level feedback queues on attained GPU-seconds (queue 0 below
+  ``threshold_gpu_s``, queue k >= 1 up to ``threshold_gpu_s x factor^k``) and, inside a queue, LAS
+  aged by the time since arrival: ``attained - aging x (now - arrival) x num_gpus`` (the only key
+  here that moves while a job waits, so it is not ``pending_static``).
 
 ``static`` is True when the key depends only on the :class:`Job` (not on progress); schedulers use
 it to cache the order between calls. ``pending_static`` is True when the key does not change while
@@ -108,3 +112,36 @@ class TiresiasOrder:
         attained = view.attained_gpu_s(job.job_id)
         queue = 0.0 if attained < self.threshold_gpu_s else 1.0
         return (queue, job.arrival_s, job.job_id)
+
+
+class AgedMlfqOrder:
+    """Queues on attained GPU-s at ``threshold_gpu_s x factor^k``; aged LAS inside (see module doc)."""
+
+    name = "mlfq_aged"
+    static = False
+    pending_static = False
+    is_arrival_order = False
+
+    def __init__(self, threshold_gpu_s: float = 3600.0, factor: float = 4.0, aging: float = 0.1) -> None:
+        if not threshold_gpu_s > 0:
+            raise ValueError(f"mlfq_aged.threshold_gpu_s must be > 0, got {threshold_gpu_s}")
+        if not factor > 1:
+            raise ValueError(f"mlfq_aged.factor must be > 1, got {factor}")
+        if not aging >= 0:
+            raise ValueError(f"mlfq_aged.aging must be >= 0 (GPU-s of credit per GPU per second), got {aging}")
+        self.threshold_gpu_s = float(threshold_gpu_s)
+        self.factor = float(factor)
+        self.aging = float(aging)
+
+    def queue(self, attained_gpu_s: float) -> int:
+        """The queue of a job with this attained service: 0 below the threshold, then one per factor."""
+        q, bound = 0, self.threshold_gpu_s
+        while attained_gpu_s >= bound:
+            q += 1
+            bound *= self.factor
+        return q
+
+    def __call__(self, view: ClusterView, job: Job) -> Key:
+        attained = view.attained_gpu_s(job.job_id)
+        aged = attained - self.aging * (view.now - job.arrival_s) * job.num_gpus
+        return (float(self.queue(attained)), aged, job.arrival_s, job.job_id)

@@ -7,7 +7,7 @@ import pytest
 from bl_helpers import Progress, job, make_state, make_view, run_on, step
 
 from gpusched.baselines import POLICY_NAMES, get_policy, policy_params
-from gpusched.baselines.ordering import LasOrder, TiresiasOrder
+from gpusched.baselines.ordering import AgedMlfqOrder, LasOrder, TiresiasOrder
 from gpusched_env.policy import Policy
 from gpusched_env.types import Migrate, Preempt, Start
 
@@ -20,7 +20,7 @@ def rng() -> np.random.Generator:
 def test_registry_names_and_protocol():
     assert set(POLICY_NAMES) == {
         "fifo", "sjf", "srtf", "las", "tiresias", "gandiva", "packed_sticky", "packed_nonsticky",
-        "random_sticky", "random_nonsticky", "pm_first", "pal", "fifo_packed", "eaco",
+        "random_sticky", "random_nonsticky", "pm_first", "pal", "fifo_packed", "eaco", "mlfq_aged",
     }  # fmt: skip
     for name in POLICY_NAMES:
         p = get_policy(name, rng=rng()) if name.startswith("random") else get_policy(name)
@@ -79,6 +79,30 @@ def test_las_and_tiresias_order():
     assert sorted(s.pending, key=lambda j: las(v, j)) == [s.jobs[i] for i in (3, 1, 2, 0)]
     # queue 0 (< 3600 GPU-s): jobs 1, 2, 3 in FIFO order; queue 1: job 0
     assert sorted(s.pending, key=lambda j: tir(v, j)) == [s.jobs[i] for i in (1, 2, 3, 0)]
+
+
+def test_aged_mlfq_order_by_hand():
+    s = make_state(1, 4)
+    for j in [job(0, 1), job(1, 2), job(2, 1), job(3, 1)]:  # arrivals 0, 1, 2, 3 s (job(i) arrives at i)
+        s.submit(j)
+    prog = Progress(s, attained={0: 100.0, 1: 200.0, 2: 3600.0, 3: 20_000.0})
+    order = AgedMlfqOrder(threshold_gpu_s=3600.0, factor=4.0, aging=0.1)
+    assert [order.queue(a) for a in (0.0, 3599.0, 3600.0, 14_399.0, 14_400.0, 57_600.0)] == [0, 0, 1, 1, 2, 3]
+    # at t = 1001 s: job 0 100 - 0.1 x 1001 x 1 = -0.1; job 1 200 - 0.1 x 1000 x 2 = 0.0 (queue 0 both);
+    # job 2 queue 1, job 3 queue 2 (20,000 >= 14,400)
+    keys = {j.job_id: order(make_view(s, 1001.0, progress=prog), j) for j in s.pending}
+    assert keys[0][:2] == pytest.approx((0.0, -0.1)) and keys[1][:2] == pytest.approx((0.0, 0.0))
+    assert sorted(s.pending, key=lambda j: keys[j.job_id]) == [s.jobs[i] for i in (0, 1, 2, 3)]
+    # at t = 1: job 0 100 - 0.1 = 99.9, job 1 200 - 0 = 200: LAS's order; aging 0 is LAS inside a queue
+    early = make_view(s, 1.0, progress=prog)
+    assert order(early, s.jobs[0])[1] == pytest.approx(99.9) and order(early, s.jobs[1])[1] == 200.0
+    # at t = 3001 the two-GPU job has aged past job 0: 200 - 600 = -400 < 100 - 300.1
+    late = make_view(s, 3001.0, progress=prog)
+    assert sorted([s.jobs[0], s.jobs[1]], key=lambda j: order(late, j)) == [s.jobs[1], s.jobs[0]]
+    for bad, match in ((dict(threshold_gpu_s=0.0), "threshold"), (dict(factor=1.0), "factor"),
+                       (dict(aging=float("nan")), "aging")):
+        with pytest.raises(ValueError, match=match):
+            AgedMlfqOrder(**bad)
 
 
 def test_las_round_preempts_most_served():
