@@ -23,12 +23,14 @@ import argparse
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
 from gpusched.studies.seeds_report import pct_change
+from gpusched_env.atomic import write_json_atomic
 from gpusched_env.config_util import CONF_DIR, ConfigError
 
 
@@ -124,7 +126,8 @@ def table(runs: dict[str, dict[str, list[tuple[float, float, bool]]]], labels: l
     per label the count of variants within both (every job finished)."""
     avg_of, p99_of = bounds
     width = max(24, *(len(v) for v in runs)) + 1
-    lines = [f"{'variant':{width}s}" + "".join(f"{lab:>22s}" for lab in labels) + f"   {avg_of} p99 vs {p99_of}"]
+    col = {lab: max(22, len(lab) + 2) for lab in labels}
+    lines = [f"{'variant':{width}s}" + "".join(f"{lab:>{col[lab]}s}" for lab in labels) + f"   {avg_of} p99 vs {p99_of}"]
     within = dict.fromkeys(labels, 0)
     for vname, d in runs.items():
         ref_avg = float(np.mean([r[0] for r in d[avg_of]]))
@@ -137,8 +140,9 @@ def table(runs: dict[str, dict[str, list[tuple[float, float, bool]]]], labels: l
             within[lab] += ok
             cells.append(f"{pct_change(avg, ref_avg):+7.1f}%/{pct_change(p99, ref_p99):+7.1f}%{'*' if ok else ' '}")
         own_p99 = pct_change(float(np.mean([r[1] for r in d[avg_of]])), ref_p99)
-        lines.append(f"{vname:{width}s}" + "".join(f"{c:>22s}" for c in cells) + f"   {own_p99:+.1f}%")
-    lines.append(f"{'within both':{width}s}" + "".join(f"{f'{within[lab]} of {len(runs)}':>22s}" for lab in labels))
+        lines.append(f"{vname:{width}s}" + "".join(f"{c:>{col[lab]}s}" for c, lab in zip(cells, labels, strict=True))
+                     + f"   {own_p99:+.1f}%")
+    lines.append(f"{'within both':{width}s}" + "".join(f"{f'{within[lab]} of {len(runs)}':>{col[lab]}s}" for lab in labels))
     return "\n".join(lines)
 
 
@@ -153,6 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--candidates", nargs="+", required=True, help="NAME or NAME:KEY=VALUE,... (registered heuristics)")
     ap.add_argument("--goal", default="las,tiresias", help="AVG_BOUND,P99_BOUND heuristics (default las,tiresias)")
     ap.add_argument("--workers", type=int, default=1, help="processes (default 1)")
+    ap.add_argument("--out", type=Path, help="also write every run's (avg, p99, all finished) here (JSON, atomically)")
     a = ap.parse_args(argv)
     try:
         seeds = [int(s) for s in a.seeds.split(",")]
@@ -172,6 +177,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: {e}") from None
     bounds = (goal[0], goal[1])
     runs = study(variants, candidates, bounds, seeds, a.workers)
+    if a.out is not None:
+        write_json_atomic(a.out, {"scenario": a.scenario, "mix": a.mix, "held_out": a.held_out, "seeds": seeds,
+                                  "goal": list(bounds), "runs": runs})
     print(table(runs, [bounds[1], *[c.label for c in candidates]], bounds))
 
 
