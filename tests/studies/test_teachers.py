@@ -50,3 +50,14 @@ def test_mix_scenarios_name_the_bad_mix() -> None:
     held = teachers.mix_scenarios("synthetic_philly", "synthetic_philly_dr", True)
     assert [n for n, _ in held] == ["load_0.6", "load_1.2", "16x8", "16x2"]
     assert (held[2][1].cluster.nodes[0].gpus_per_node, held[2][1].workload.max_gpus) == (8, 64)
+
+
+def test_main_names_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, match in ((["--seeds", "1,x"], "--seeds: expected non-negative integers"),
+                        (["--seeds", "-1"], "--seeds: expected non-negative integers"),
+                        (["--seeds", "0", "--goal", "las"], "--goal: expected AVG_BOUND,P99_BOUND"),
+                        (["--seeds", "0", "--goal", "las,nope"], "'nope' is not a heuristic"),
+                        (["--seeds", "0", "--candidates", "las:round_s=x"], "round_s='x' is not a number")):
+        args = ["--mix", "synthetic_philly_dr", "--candidates", "las", *argv]
+        with pytest.raises(SystemExit, match=match):
+            teachers.main(args)
