@@ -182,18 +182,27 @@ def play_v1(env: ClusterV1Env, teacher: Policy, workload: int | None = None, run
         assert b is not None
         acts = [env.token_action(a) for a in (*_v1_actions(env, teacher), b.done_action)]
         for a in acts:
-            if record is not None:
-                record["obs"].append(obs)
-                record["mask"].append(np.array(info["action_mask"], dtype=bool))
-                record["action"].append(a)
+            _record(record, obs, info, a)
             obs, _, term, trunc, info = env.step(a)
             over = term or trunc
             if over or env.builder is not b:  # the point ended (nothing valid left, or "done")
                 break
         else:  # "done" was masked (the teacher would idle the cluster): take the first valid start
-            obs, _, term, trunc, info = env.step(int(np.flatnonzero(info["action_mask"])[0]))
+            a = int(np.flatnonzero(info["action_mask"])[0])
+            _record(record, obs, info, a)
+            obs, _, term, trunc, info = env.step(a)
             over = term or trunc
     return env.result()
+
+
+def _record(record: dict[str, list[object]] | None, obs: Any, info: dict[str, Any], action: int) -> None:
+    """Append (obs, mask, action) to ``record`` where the mask allows the action: a masked one (the
+    teacher's "done" where it would idle the cluster) is stepped as a no-op but is no label."""
+    mask = np.array(info["action_mask"], dtype=bool)
+    if record is not None and mask[action]:
+        record["obs"].append(obs)
+        record["mask"].append(mask)
+        record["action"].append(action)
 
 
 def collect_v1(env: ClusterV1Env, make_teacher: Any, episodes: int, seed: int) -> dict[str, np.ndarray]:

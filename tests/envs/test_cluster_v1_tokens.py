@@ -161,6 +161,33 @@ def test_bc_data_of_the_token_env_are_the_flat_data_regrouped():
     assert tok["mask"][np.arange(n), tok["action"]].all()
 
 
+class _Idler:
+    """A teacher that never starts anything: at a point where the cluster is idle and a start is
+    possible, Cluster-v1 masks its "done"."""
+
+    name = "idler"
+    round_s = None
+    events = True
+
+    def decide(self, view):
+        return []
+
+
+def test_a_masked_teacher_action_is_stepped_but_never_a_label():
+    """play_v1 takes the first valid start where the teacher's "done" is masked: that start is the
+    label, not the masked "done" (which would put a -1e8 log-probability term into the BC loss)."""
+    scn = load_scenario("synthetic_small")
+    env = ClusterV1Env(scn, tokens=True, max_nodes=8)
+    rec = {"obs": [], "mask": [], "action": []}
+    res = play_v1(env, _Idler(), workload=0, run_seed=0, record=rec)
+    mask, act = np.asarray(rec["mask"]), np.asarray(rec["action"])
+    done = env.n_actions - 1
+    assert mask[np.arange(len(act)), act].all()
+    starts = act != done  # each a fallback start at an idle point: one per job, every job started once
+    assert int(starts.sum()) == compute_metrics(res)["jobs_finished"] == len(res.tracked)
+    assert not mask[starts, done].any()  # where "done" was masked, the start is recorded in its place
+
+
 def _two_running_one_waiting():
     """Two GPUs: J0 (arrives 0) and J1 (10) run, J2 (20) waits; t = 100 is the first round point with a
     queue (each job 5000 iterations)."""
