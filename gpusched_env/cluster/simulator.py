@@ -21,7 +21,7 @@ import numpy as np
 from gpusched_env.allocation import Applied, ClusterState
 from gpusched_env.catalog import ModelSpec, model_spec
 from gpusched_env.cluster.clock import NORMAL, URGENT, EventClock
-from gpusched_env.cluster.energy import PowerLedger
+from gpusched_env.cluster.energy import NO_JOB, PowerLedger
 from gpusched_env.cluster.model import SimModel
 from gpusched_env.cluster.processes import DriftProcess, FailureProcess, Stragglers
 from gpusched_env.cluster.speed import DataParallelSpeed
@@ -112,6 +112,10 @@ class Simulator:
     (:meth:`_due`) with the steps of :meth:`DataParallelSpeed.alone_worst`,
     :meth:`_schedule_completion` (completions at round boundaries included) and :meth:`_settle`
     written out (the same floats); False calls them (tests compare the two)."""
+
+    fresh_batches = True
+    """Re-timing after a plain batch of starts by :meth:`_refresh_fresh` (with ``written_out``);
+    False takes :meth:`_refresh` (tests compare the two)."""
 
     def __init__(
         self,
@@ -507,6 +511,9 @@ class Simulator:
                 if util is None:
                     util = util_of[job.model] = min(1.0, max(0.0, self.spec(job.model).util))
                 runs[jid] = _Run(0.0, 0.0, now, now + cost, 0, mult, comm, 0.0, None, util)
+            if applied.plain and self.fresh_batches:
+                self._refresh_fresh(touched, now)
+                return
         self._refresh(touched, now)
 
     def _start_run(self, jid: int, now: float, touched: set[int]) -> None:
@@ -545,17 +552,21 @@ class Simulator:
             run = runs.get(jid)
             if run is not None and run.last_t != now:  # (a job started now is settled)
                 self._settle(jid, now)
-        loads: list[tuple[int, float | None]] = []
+        power = self.power
+        gpu_of, load_of = power.scratch()  # the loads, written for one compiled call
+        k = 0
         for g in gpus:
             here = resident[g]
+            gpu_of[k] = g
             if not here:
-                loads.append((g, None))
+                load_of[k] = NO_JOB
             elif len(here) == 1 and not running[here[0]].sharing.is_mps:
-                loads.append((g, runs[here[0]].util))  # alone on the GPU: the model's own utilisation
+                load_of[k] = runs[here[0]].util  # alone on the GPU: the model's own utilisation
             else:
-                loads.append((g, speed.shared_util(g)))
-        self.power.set_loads(loads)
-        power_l = self.power.power_l
+                load_of[k] = speed.shared_util(g)
+            k += 1
+        power.apply_loads(k)
+        power_l = power.power_mv
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
         done, env, on_due = self.done, self.env, self._on_due
         written = self.written_out
@@ -610,7 +621,71 @@ class Simulator:
                 t = run.armed_at = env.now + delay
                 heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
                 env.order += 1
-        self.power.mark(now)
+        power.mark(now)
+
+    def _refresh_fresh(self, gpus: set[int], now: float) -> None:
+        """:meth:`_refresh` after a plain batch of starts (:attr:`Applied.plain`): each GPU of ``gpus``
+        holds one job, started now, whose GPUs are all in ``gpus``, so no job is settled, no GPU
+        shared and each job's power is the sum of its GPUs' (the steps of the written-out path
+        without those checks: the same floats, in the same order)."""
+        if not gpus:
+            return
+        power = self.power
+        power.account(now)
+        state, runs, speed = self.state, self.runs, self.speed
+        resident, running = state.resident, state.running
+        jobs: set[int] = set()  # (filled in the order _refresh fills it: the same iteration order)
+        add = jobs.add
+        gpu_of, load_of = power.scratch()
+        k = 0
+        for g in gpus:
+            jid = resident[g][0]
+            add(jid)
+            gpu_of[k] = g
+            load_of[k] = speed.shared_util(g) if running[jid].sharing.is_mps else runs[jid].util
+            k += 1
+        power.apply_loads(k)
+        power_l = power.power_mv
+        slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
+        done, env, on_due = self.done, self.env, self._on_due
+        round_s = self._round_s if self.model.completion_at_round else None
+        origin = self._first_arrival
+        for jid in jobs:
+            run = runs[jid]
+            alloc = running[jid]
+            placed = last_gpus[jid] = alloc.gpus
+            job = jobs_of[jid]
+            if job.pipeline is None and not alloc.sharing.is_mps:
+                c = job.class_index
+                w = -math.inf
+                for g in placed:
+                    v = slow[g][c]
+                    if v > w:
+                        w = v
+                run.worst = w
+                spec = spec_of.get(job.model)
+                run.base_s, run.cls = (spec or self.spec(job.model)).base_iter_s, c
+                run.iter_s = run.base_s * w * run.loc_mult + run.comm_s
+            else:
+                run.worst = None
+                run.iter_s = speed.iter_time(job, alloc, run.loc_mult, run.comm_s)
+            watts = 0.0
+            for g in placed:
+                watts += power_l[g]  # (its one job's share: the GPU's power / 1)
+            run.power_w = watts
+            left = job.work_iters - done[jid]
+            wait = run.resume_at - now
+            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
+            if round_s:
+                delay = round_delay(now, delay, origin, round_s)
+            due = run.due = now + delay
+            armed = run.armed_at
+            if armed is None or armed > due:
+                version = run.version = run.version + 1
+                t = run.armed_at = env.now + delay
+                heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
+                env.order += 1
+        power.mark(now)
 
     def _schedule_completion(self, jid: int, run: _Run, now: float) -> None:
         """Set the job's completion time. An armed event that would fire no later than the new time
@@ -680,7 +755,12 @@ class Simulator:
                 self._refresh(gpus, now)
                 break
         else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
-            power.set_loads([(g, None) for g in gpus])
+            gpu_of = power.scratch()[0]
+            k = 0
+            for g in gpus:
+                gpu_of[k] = g
+                k += 1
+            power.apply_loads(k, True)
             power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)
