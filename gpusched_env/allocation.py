@@ -55,8 +55,18 @@ def place_k(i, f, b, k, n, dmem, dshare, sign, all_up):  # pragma: no cover (com
     return dfree
 
 
-_K: list[Any] = []
-"""The compiled function of :func:`place_k` for its argument types, once found (:func:`entry_point`)."""
+def _first_place(i: Any, f: Any, b: Any, k: int, n: int, dmem: float, dshare: float, sign: int, all_up: bool) -> int:
+    """The first call of :func:`place_k` (through the dispatcher, which compiles or loads it, with
+    float sums whatever the job's fields are); it puts the compiled function for these argument
+    types in :data:`_place_fn` for the calls after it (:func:`entry_point`: no type look-up)."""
+    global _place_fn
+    args = (i, f, b, k, n, float(dmem), float(dshare), sign, bool(all_up))
+    out = place_k(*args)
+    _place_fn = entry_point(place_k, args)
+    return int(out)
+
+
+_place_fn: Any = _first_place
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,13 +268,8 @@ class ClusterState:
                 resident[g].remove(jid)
                 gpu_of[k] = g
                 k += 1
-        args = (self._i, self._f, self._b, k, self._n, float(sign * job.mem_gb), float(sign * job.gpu_fraction), sign,
-                self.all_up)
-        if _K:
-            self.n_free += _K[0](*args)
-        else:  # the first call: through the dispatcher (it compiles or loads the function)
-            self.n_free += place_k(*args)
-            _K.append(entry_point(place_k, args))
+        self.n_free += _place_fn(self._i, self._f, self._b, k, self._n, sign * job.mem_gb, sign * job.gpu_fraction,
+                                 sign, self.all_up)
 
     def _place_plain(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
         """:meth:`_place` in Python, one GPU at a time (the definition the compiled call transcribes)."""

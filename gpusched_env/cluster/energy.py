@@ -74,8 +74,18 @@ def set_loads_k(f, i, k, n, nn, sleepy, idle_all):  # pragma: no cover (compiled
     return delta, dbusy
 
 
-_K: list[Any] = []
-"""The compiled function of :func:`set_loads_k` for its argument types, once found (:func:`entry_point`)."""
+def _first_loads(f: Any, i: Any, k: int, n: int, nn: int, sleepy: bool, idle_all: bool) -> tuple[float, int]:
+    """The first call of :func:`set_loads_k` (through the dispatcher, which compiles or loads it);
+    it puts the compiled function for these argument types in :data:`_loads_fn` for the calls after
+    it (:func:`entry_point`: no type look-up)."""
+    global _loads_fn
+    args = (f, i, k, n, nn, bool(sleepy), bool(idle_all))
+    out = set_loads_k(*args)
+    _loads_fn = entry_point(set_loads_k, args)
+    return out  # type: ignore[no-any-return]
+
+
+_loads_fn: Any = _first_loads
 
 
 class PowerLedger:
@@ -170,12 +180,7 @@ class PowerLedger:
             g, ld = self._gpus_mv, self._loads_mv
             self.set_loads_plain([(g[j], None if idle_all or ld[j] != ld[j] else ld[j]) for j in range(k)])
             return
-        args = (self._f, self._i, k, self._n, self._nn, self._sleepy, idle_all)
-        if _K:
-            delta, dbusy = _K[0](*args)
-        else:  # the first call: through the dispatcher (it compiles or loads the function)
-            delta, dbusy = set_loads_k(*args)
-            _K.append(entry_point(set_loads_k, args))
+        delta, dbusy = _loads_fn(self._f, self._i, k, self._n, self._nn, self._sleepy, idle_all)
         self.cluster_power += delta
         self.busy_gpus += dbusy
 

@@ -749,17 +749,15 @@ class Simulator:
             self._tracked_left -= 1
         placed = alloc.gpus
         gpus = {placed[0]} if len(placed) == 1 else set(placed)
-        resident = state.resident
-        for g in gpus:
+        resident, gpu_of = state.resident, power.scratch()[0]
+        k = 0
+        for g in gpus:  # (written in the set's order for the compiled call below)
             if resident[g]:  # jobs stay on its GPUs: re-time them
                 self._refresh(gpus, now)
                 break
+            gpu_of[k] = g
+            k += 1
         else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
-            gpu_of = power.scratch()[0]
-            k = 0
-            for g in gpus:
-                gpu_of[k] = g
-                k += 1
             power.apply_loads(k, True)
             power.mark(now)
         self._trigger |= self._events
