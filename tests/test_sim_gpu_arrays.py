@@ -104,3 +104,23 @@ def test_simulator_with_gpu_arrays_gives_the_plain_floats():
         for name in ("n_resident", "free_mask", "mem_used", "share_used"):
             assert getattr(fast.state, name).tolist() == getattr(plain.state, name).tolist()
         assert fast.env.now == plain.env.now
+
+
+def test_locality_from_a_set_s_ends_is_topology_locality():
+    """On a cluster numbered node by node and rack by rack (two nodes a rack), the placement cost's
+    level from a GPU set's lowest and highest GPU is :meth:`Topology.locality` for random sets
+    (within a node, a rack, across racks); on a topology whose node ids do not rise with the GPU id
+    it is not used (``_ends`` None) and the levels are still ``Topology.locality``'s."""
+    rng = np.random.default_rng(11)
+    topo = Topology.build([NodeGroup(3, 4, "V100", 16.0), NodeGroup(3, 2, "P100", 16.0)], nodes_per_rack=2)
+    shuffled = dataclasses.replace(topo, gpu_node=topo.gpu_node[::-1].copy(), gpu_rack=topo.gpu_rack[::-1].copy())
+    seen = set()
+    for t in (topo, shuffled):
+        speed = Simulator(t, _jobs(2, 1), SimModel(), seed=0).speed
+        assert (speed._ends is None) == (t is shuffled)
+        for _ in range(200):
+            gpus = tuple(sorted(rng.choice(t.n_gpus, int(rng.integers(2, 6)), replace=False).tolist()))
+            speed.placement_cost(_jobs(1, 1)[0], gpus)
+            assert speed._levels[gpus] == t.locality(gpus)
+            seen.add(t.locality(gpus))
+    assert seen == {"node", "rack", "cross_rack"}
