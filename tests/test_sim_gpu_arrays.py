@@ -34,8 +34,9 @@ def _ledger_state(p: PowerLedger) -> tuple[object, ...]:
 def test_compiled_loads_give_the_plain_floats():
     """Random loads (none, negative, above 1, fractions) on random GPU sets of a cluster with two
     GPU types, with and without sleeping idle nodes: the compiled call and the plain steps leave
-    the same arrays, cluster power and busy count after every call; the busy flags, counts per node
-    and busy count agree with each other, and a GPU's power is its idle or clipped busy power."""
+    the same arrays, cluster power and busy count after every call (also with one load given for
+    all the GPUs of a call); the busy flags, counts per node and busy count agree with each other,
+    and a GPU's power is its idle or clipped busy power."""
     topo = _topo()
     for sleepy in (False, True):
         cfg = PowerConfig(low_power_idle=sleepy)
@@ -46,13 +47,14 @@ def test_compiled_loads_give_the_plain_floats():
             gpus = rng.choice(topo.n_gpus, int(rng.integers(1, 9)), replace=False).tolist()
             choices = [None, None, 0.0, -0.5, 1.0, 1.7, float(rng.random())]
             loads = [(g, choices[int(rng.integers(0, len(choices)))]) for g in gpus]
-            if step % 7 == 0:  # a completion's GPUs: each holds no job, loads not written
+            if step % 7 in (0, 3):  # one load for every GPU (a completion's: no job), loads not written
+                fill = choices[int(rng.integers(0, len(choices)))] if step % 7 else None
                 gpu_of, load_of = fast.scratch()
                 for k, g in enumerate(gpus):
                     gpu_of[k], load_of[k] = g, 0.25  # (not read)
-                fast.apply_loads(len(gpus), True)
-                plain.set_loads([(g, None) for g in gpus])
-                loads = [(g, None) for g in gpus]
+                fast.apply_loads(len(gpus), NO_JOB if fill is None else fill)
+                loads = [(g, fill) for g in gpus]
+                plain.set_loads(loads)
             else:
                 fast.set_loads(loads)
                 plain.set_loads(loads)

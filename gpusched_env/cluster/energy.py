@@ -29,10 +29,10 @@ NO_JOB = math.nan
 
 
 @njit(cache=True, nogil=True)
-def set_loads_k(f, i, k, n, nn, sleepy, idle_all):  # pragma: no cover (compiled)
+def set_loads_k(f, i, k, n, nn, sleepy, same, fill):  # pragma: no cover (compiled)
     """:meth:`PowerLedger.set_loads_plain` for the ``k`` GPUs and loads in the scratch parts, in
-    their order (the same floats, added in the same order); ``idle_all``: every one of them holds
-    no job (the loads are not read). ``f`` = [power | util | idle_w | busy_w | loads | node term
+    their order (the same floats, added in the same order); ``same``: every one of them gets the
+    load ``fill`` (the scratch loads are not read). ``f`` = [power | util | idle_w | busy_w | loads | node term
     when busy | node term when idle], ``i`` = [busy flag | node of GPU | GPUs | busy GPUs per
     node], of ``n`` GPUs and ``nn`` nodes. Returns (change of cluster power, change of the
     busy-GPU count)."""
@@ -40,8 +40,8 @@ def set_loads_k(f, i, k, n, nn, sleepy, idle_all):  # pragma: no cover (compiled
     dbusy = 0
     for j in range(k):
         g = i[2 * n + j]
-        load = f[4 * n + j]
-        is_busy = not idle_all and load == load  # NaN: no job
+        load = fill if same else f[4 * n + j]
+        is_busy = load == load  # NaN: no job
         if not is_busy:
             u = 0.0
             p = f[2 * n + g]
@@ -74,12 +74,12 @@ def set_loads_k(f, i, k, n, nn, sleepy, idle_all):  # pragma: no cover (compiled
     return delta, dbusy
 
 
-def _first_loads(f: Any, i: Any, k: int, n: int, nn: int, sleepy: bool, idle_all: bool) -> tuple[float, int]:
+def _first_loads(f: Any, i: Any, k: int, n: int, nn: int, sleepy: bool, same: bool, fill: float) -> tuple[float, int]:
     """The first call of :func:`set_loads_k` (through the dispatcher, which compiles or loads it);
     it puts the compiled function for these argument types in :data:`_loads_fn` for the calls after
     it (:func:`entry_point`: no type look-up)."""
     global _loads_fn
-    args = (f, i, k, n, nn, bool(sleepy), bool(idle_all))
+    args = (f, i, k, n, nn, bool(sleepy), bool(same), float(fill))
     out = set_loads_k(*args)
     _loads_fn = entry_point(set_loads_k, args)
     return out  # type: ignore[no-any-return]
@@ -173,14 +173,17 @@ class PowerLedger:
         job), entries ``0 .. k-1``, before :meth:`apply_loads` ``(k)``."""
         return self._gpus_mv, self._loads_mv
 
-    def apply_loads(self, k: int, idle_all: bool = False) -> None:
-        """New utilisation of the ``k`` GPUs written by :meth:`scratch`, in that order (``idle_all``:
-        each holds no job; their loads need not be written). Call :meth:`account` first."""
+    def apply_loads(self, k: int, fill: float | None = None) -> None:
+        """New utilisation of the ``k`` GPUs written by :meth:`scratch`, in that order; with ``fill``
+        every one of them gets that load (:data:`NO_JOB`: each holds no job), and their loads need
+        not be written. Call :meth:`account` first."""
         if not self.compiled:
             g, ld = self._gpus_mv, self._loads_mv
-            self.set_loads_plain([(g[j], None if idle_all or ld[j] != ld[j] else ld[j]) for j in range(k)])
+            loads = [ld[j] if fill is None else fill for j in range(k)]
+            self.set_loads_plain([(g[j], None if x != x else x) for j, x in enumerate(loads)])
             return
-        delta, dbusy = _loads_fn(self._f, self._i, k, self._n, self._nn, self._sleepy, idle_all)
+        same = fill is not None
+        delta, dbusy = _loads_fn(self._f, self._i, k, self._n, self._nn, self._sleepy, same, fill if same else 0.0)
         self.cluster_power += delta
         self.busy_gpus += dbusy
 

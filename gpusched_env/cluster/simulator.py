@@ -512,7 +512,7 @@ class Simulator:
                     util = util_of[job.model] = min(1.0, max(0.0, self.spec(job.model).util))
                 runs[jid] = _Run(0.0, 0.0, now, now + cost, 0, mult, comm, 0.0, None, util)
             if applied.plain and self.fresh_batches:
-                self._refresh_fresh(touched, now)
+                self._refresh_fresh(touched, now, applied.started)
                 return
         self._refresh(touched, now)
 
@@ -623,11 +623,12 @@ class Simulator:
                 env.order += 1
         power.mark(now)
 
-    def _refresh_fresh(self, gpus: set[int], now: float) -> None:
-        """:meth:`_refresh` after a plain batch of starts (:attr:`Applied.plain`): each GPU of ``gpus``
-        holds one job, started now, whose GPUs are all in ``gpus``, so no job is settled, no GPU
-        shared and each job's power is the sum of its GPUs' (the steps of the written-out path
-        without those checks: the same floats, in the same order)."""
+    def _refresh_fresh(self, gpus: set[int], now: float, started: list[int]) -> None:
+        """:meth:`_refresh` after a plain batch of starts (:attr:`Applied.plain`, the jobs ``started``):
+        each GPU of ``gpus`` holds one job, started now, whose GPUs are all in ``gpus``, so no job
+        is settled, no GPU shared and each job's power is the sum of its GPUs' (the steps of the
+        written-out path without those checks: the same floats, in the same order). One whole job:
+        each of its GPUs gets its utilisation (one load for the compiled call)."""
         if not gpus:
             return
         power = self.power
@@ -635,16 +636,23 @@ class Simulator:
         state, runs, speed = self.state, self.runs, self.speed
         resident, running = state.resident, state.running
         jobs: set[int] = set()  # (filled in the order _refresh fills it: the same iteration order)
-        add = jobs.add
         gpu_of, load_of = power.scratch()
         k = 0
-        for g in gpus:
-            jid = resident[g][0]
-            add(jid)
-            gpu_of[k] = g
-            load_of[k] = speed.shared_util(g) if running[jid].sharing.is_mps else runs[jid].util
-            k += 1
-        power.apply_loads(k)
+        if len(started) == 1 and not running[started[0]].sharing.is_mps:
+            jobs.add(started[0])
+            for g in gpus:
+                gpu_of[k] = g
+                k += 1
+            power.apply_loads(k, runs[started[0]].util)
+        else:
+            add = jobs.add
+            for g in gpus:
+                jid = resident[g][0]
+                add(jid)
+                gpu_of[k] = g
+                load_of[k] = speed.shared_util(g) if running[jid].sharing.is_mps else runs[jid].util
+                k += 1
+            power.apply_loads(k)
         power_l = power.power_mv
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
         done, env, on_due = self.done, self.env, self._on_due
@@ -655,13 +663,15 @@ class Simulator:
             alloc = running[jid]
             placed = last_gpus[jid] = alloc.gpus
             job = jobs_of[jid]
+            watts = 0.0  # (its one job's share of each GPU: the GPU's power / 1)
             if job.pipeline is None and not alloc.sharing.is_mps:
                 c = job.class_index
                 w = -math.inf
-                for g in placed:
+                for g in placed:  # its slowest GPU, and its power
                     v = slow[g][c]
                     if v > w:
                         w = v
+                    watts += power_l[g]
                 run.worst = w
                 spec = spec_of.get(job.model)
                 run.base_s, run.cls = (spec or self.spec(job.model)).base_iter_s, c
@@ -669,9 +679,8 @@ class Simulator:
             else:
                 run.worst = None
                 run.iter_s = speed.iter_time(job, alloc, run.loc_mult, run.comm_s)
-            watts = 0.0
-            for g in placed:
-                watts += power_l[g]  # (its one job's share: the GPU's power / 1)
+                for g in placed:
+                    watts += power_l[g]
             run.power_w = watts
             left = job.work_iters - done[jid]
             wait = run.resume_at - now
@@ -758,7 +767,7 @@ class Simulator:
             gpu_of[k] = g
             k += 1
         else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
-            power.apply_loads(k, True)
+            power.apply_loads(k, NO_JOB)
             power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)
