@@ -19,40 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numba import njit
 
-from gpusched_env.compiled import entry_point
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, InvalidDecision, Job, Migrate, Preempt, Sharing, Start
-
-
-@njit(cache=True, nogil=True)
-def place_k(i, f, b, k, n, dmem, dshare, sign, all_up):  # pragma: no cover (compiled)
-    """:meth:`ClusterState._place_plain`'s per-GPU updates for the ``k`` GPUs in the scratch part,
-    in order (the same floats). ``i`` = [jobs per GPU | GPUs], ``f`` = [memory held | GPU
-    fractions held], ``b`` = [free | up], of ``n`` GPUs. Returns the change of the free count."""
-    dfree = 0
-    for j in range(k):
-        g = i[n + j]
-        r = i[g]
-        if sign > 0:
-            if r == 0:
-                if all_up or b[n + g]:
-                    dfree -= 1
-                b[g] = False
-            r += 1
-        else:
-            r -= 1
-            if r == 0 and (all_up or b[n + g]):
-                b[g] = True
-                dfree += 1
-            else:
-                b[g] = False
-        i[g] = r
-        if dmem != 0.0:  # adding 0.0 memory leaves a sum as it is (memory use is never -0.0)
-            f[g] += dmem
-        f[n + g] += dshare
-    return dfree
 
 
 def _first_place(i: Any, f: Any, b: Any, k: int, n: int, dmem: float, dshare: float, sign: int, all_up: bool) -> int:
@@ -60,6 +29,9 @@ def _first_place(i: Any, f: Any, b: Any, k: int, n: int, dmem: float, dshare: fl
     float sums whatever the job's fields are); it puts the compiled function for these argument
     types in :data:`_place_fn` for the calls after it (:func:`entry_point`: no type look-up)."""
     global _place_fn
+    from gpusched_env.allocation_kernel import place_k  # (numba only where the compiled call is used)
+    from gpusched_env.compiled import entry_point
+
     args = (i, f, b, k, n, float(dmem), float(dshare), sign, bool(all_up))
     out = place_k(*args)
     _place_fn = entry_point(place_k, args)
@@ -246,10 +218,12 @@ class ClusterState:
         return self._pending_index(job) is not None
 
     # -- GPU load ----------------------------------------------------------------------------
-    compiled = True
+    compiled = False
     """A placement's per-GPU counts, sums and free flags updated by one compiled call
-    (:func:`place_k`); False takes the plain Python steps (:meth:`_place_plain`, the same floats;
-    tests compare the two)."""
+    (:func:`gpusched_env.allocation_kernel.place_k`; the simulator sets it) instead of the plain
+    Python steps (:meth:`_place_plain`, the same floats; tests compare the two). Off by default: the
+    real backend and the lab-cluster service place a few jobs a round, where numba's import and
+    first call would cost more than they save."""
 
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
         """Add (``sign`` +1) or remove (-1) ``job`` on ``gpus``: residents, counts, sums, free flags."""

@@ -156,7 +156,7 @@ def test_compiled_placement_equals_the_plain_steps():
 
     topo = Topology.build([NodeGroup(2, 4, "V100", 16.0)])
     s, p = ClusterState(topo, max_jobs_per_gpu=3), ClusterState(topo, max_jobs_per_gpu=3)
-    p.compiled = False
+    s.compiled, p.compiled = True, False
     ro_mem, rng = s.readonly("mem_used"), np.random.default_rng(1)
     jobs = {}
     for i in range(300):

@@ -143,6 +143,7 @@ class Simulator:
         )
         self.visible_slowdown = factors.copy()
         self.state = ClusterState(topology, max_jobs_per_gpu)
+        self.state.compiled = True  # one compiled call per placement (ClusterState._place)
         sharing = self.model.sharing
         device: DeviceModel = (
             AnalyticDevice(sharing) if sharing.model == "analytic"
