@@ -23,8 +23,22 @@ import numpy as np
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision, InvalidDecision, Job, Migrate, Preempt, Sharing, Start
 
-_SUMS = frozenset(("mem_used", "share_used"))
-"""The per-GPU arrays written from lists when read (:meth:`ClusterState.readonly`)."""
+
+def _first_place(i: Any, f: Any, b: Any, k: int, n: int, dmem: float, dshare: float, sign: int, all_up: bool) -> int:
+    """The first call of :func:`place_k` (through the dispatcher, which compiles or loads it, with
+    float sums whatever the job's fields are); it puts the compiled function for these argument
+    types in :data:`_place_fn` for the calls after it (:func:`entry_point`: no type look-up)."""
+    global _place_fn
+    from gpusched_env.allocation_kernel import place_k  # (numba only where the compiled call is used)
+    from gpusched_env.compiled import entry_point
+
+    args = (i, f, b, k, n, float(dmem), float(dshare), sign, bool(all_up))
+    out = place_k(*args)
+    _place_fn = entry_point(place_k, args)
+    return int(out)
+
+
+_place_fn: Any = _first_place
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +64,9 @@ class Applied:
     started: list[int] = field(default_factory=list)
     preempted: list[int] = field(default_factory=list)
     migrated: list[int] = field(default_factory=list)
+    plain: bool = False
+    """Only starts, each on GPUs that held no job (:meth:`ClusterState._plain_starts`): each GPU
+    the batch touched now holds one job, started now."""
 
     @property
     def touched_gpus_empty(self) -> bool:
@@ -75,20 +92,14 @@ class ClusterState:
             raise ValueError(f"cluster.max_jobs_per_gpu must be >= 1, got {max_jobs_per_gpu}")
         self.topology = topology
         self.max_jobs_per_gpu = max_jobs_per_gpu
-        n = topology.n_gpus
+        n = self._n = topology.n_gpus
         self.resident: list[list[int]] = [[] for _ in range(n)]
-        self.n_resident = np.zeros(n, dtype=np.int64)
-        # memory held and sum of gpu_fraction of the resident jobs per GPU: kept in Python lists
-        # (cheap scalar updates), written to the arrays ``mem_used`` and ``share_used`` when they are
-        # read (only the GPUs changed since, ``_dirty``)
-        self._mem_l: list[float] = [0.0] * n
-        self._share_l: list[float] = [0.0] * n
-        self._mem_a = np.zeros(n, dtype=np.float64)
-        self._share_a = np.zeros(n, dtype=np.float64)
-        self._dirty: set[int] = set()
-        self.up = np.ones(n, dtype=bool)
+        # the per-GPU arrays, parts of three (one compiled call per placement updates them,
+        # place_k): [n_resident | GPUs scratch], [mem_used | share_used], [free_mask | up]
+        self._i = np.zeros(2 * n, dtype=np.int64)
+        self._f = np.zeros(2 * n, dtype=np.float64)
+        self._b = np.ones(2 * n, dtype=bool)
         self.all_up = True  # every GPU up (kept by set_up)
-        self.free_mask = np.ones(n, dtype=bool)  # up and holding no job (kept up to date)
         self.n_free = n  # count of free_mask
         self.jobs: dict[int, Job] = {}
         # The queue, sorted by (arrival, id): deques, since a queue-order policy starts jobs from the
@@ -107,15 +118,20 @@ class ClusterState:
         self._views()
 
     def _views(self) -> None:
-        """Memoryviews of ``n_resident`` and ``free_mask`` for :meth:`_place`'s scalar writes (the
-        same memory; a memoryview item write costs half a numpy one)."""
-        self._n_mv: Any = self.n_resident.data
-        self._free_mv: Any = self.free_mask.data
+        """The per-GPU arrays as views of their parts: ``n_resident`` (jobs per GPU), ``mem_used``
+        (memory held by the resident jobs, GB), ``share_used`` (sum of their requested GPU
+        fractions), ``free_mask`` (up and holding no job), ``up``; and a memoryview of the GPUs
+        scratch part for :meth:`_place`'s writes (a memoryview item write costs half a numpy one)."""
+        n, i, f, b = self._n, self._i, self._f, self._b
+        self.n_resident, self.mem_used, self.share_used = i[:n], f[:n], f[n:]
+        self.free_mask, self.up = b[:n], b[n:]
+        self._gpus_mv: Any = i.data[n:]
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_ro"] = {}  # copies and pickles make their own views of their own arrays
-        del state["_n_mv"], state["_free_mv"]  # (memoryviews do not pickle)
+        for name in ("n_resident", "mem_used", "share_used", "free_mask", "up", "_gpus_mv"):
+            del state[name]  # (views: remade from the pickled arrays; memoryviews do not pickle)
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -124,36 +140,11 @@ class ClusterState:
 
     def readonly(self, name: str) -> np.ndarray:
         """A read-only view of the per-GPU array ``name`` (made once; it sees every later change:
-        these arrays are only ever updated in place; ``mem_used`` and ``share_used`` are brought up
-        to date at each call for those names, the others do not need it)."""
-        if self._dirty and name in _SUMS:
-            self._sync()
+        these arrays are only ever updated in place)."""
         v = self._ro.get(name)
         if v is None:
             v = self._ro[name] = readonly(getattr(self, name))
         return v
-
-    @property
-    def mem_used(self) -> np.ndarray:
-        """(n_gpus,) memory held by the resident jobs (GB)."""
-        if self._dirty:
-            self._sync()
-        return self._mem_a
-
-    @property
-    def share_used(self) -> np.ndarray:
-        """(n_gpus,) sum of the requested GPU fractions of the resident jobs."""
-        if self._dirty:
-            self._sync()
-        return self._share_a
-
-    def _sync(self) -> None:
-        """Write the changed GPUs' memory and share sums from the lists to the arrays."""
-        mem_l, share_l, mem_a, share_a = self._mem_l, self._share_l, self._mem_a, self._share_a
-        for g in self._dirty:
-            mem_a[g] = mem_l[g]
-            share_a[g] = share_l[g]
-        self._dirty.clear()
 
     # -- queue -------------------------------------------------------------------------------
     def submit(self, job: Job) -> None:
@@ -227,42 +218,52 @@ class ClusterState:
         return self._pending_index(job) is not None
 
     # -- GPU load ----------------------------------------------------------------------------
+    compiled = False
+    """A placement's per-GPU counts, sums and free flags updated by one compiled call
+    (:func:`gpusched_env.allocation_kernel.place_k`; the simulator sets it) instead of the plain
+    Python steps (:meth:`_place_plain`, the same floats; tests compare the two). Off by default: the
+    real backend and the lab-cluster service place a few jobs a round, where numba's import and
+    first call would cost more than they save."""
+
     def _place(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
-        n, mem, share, dirty = self._n_mv, self._mem_l, self._share_l, self._dirty
-        dmem, dshare = sign * job.mem_gb, sign * job.gpu_fraction
-        free, jid, resident = self._free_mv, job.job_id, self.resident
-        up = None if self.all_up else self.up  # every GPU up: no per-GPU look-up
-        n_free = self.n_free
-        # scalar updates (the arrays: cheaper than fancy indexing for a few GPUs); adding 0.0 memory
-        # leaves a sum as it is (memory use is never -0.0), so a job using none adds none
+        """Add (``sign`` +1) or remove (-1) ``job`` on ``gpus``: residents, counts, sums, free flags."""
+        if not self.compiled:
+            self._place_plain(job, gpus, sign)
+            return
+        jid, resident, gpu_of = job.job_id, self.resident, self._gpus_mv
+        k = 0
         if sign > 0:
             for g in gpus:
-                here = resident[g]
-                if not here:
-                    if up is None or up[g]:
-                        n_free -= 1
-                    free[g] = False
-                here.append(jid)
-                n[g] = len(here)
-                if dmem:
-                    mem[g] += dmem
-                share[g] += dshare
-                dirty.add(g)
+                resident[g].append(jid)
+                gpu_of[k] = g
+                k += 1
         else:
             for g in gpus:
-                here = resident[g]
+                resident[g].remove(jid)
+                gpu_of[k] = g
+                k += 1
+        self.n_free += _place_fn(self._i, self._f, self._b, k, self._n, sign * job.mem_gb, sign * job.gpu_fraction,
+                                 sign, self.all_up)
+
+    def _place_plain(self, job: Job, gpus: tuple[int, ...], sign: int) -> None:
+        """:meth:`_place` in Python, one GPU at a time (the definition the compiled call transcribes)."""
+        dmem, dshare, jid = sign * job.mem_gb, sign * job.gpu_fraction, job.job_id
+        for g in gpus:
+            here = self.resident[g]
+            if sign > 0:
+                if not here:
+                    if self.up[g]:
+                        self.n_free -= 1
+                    self.free_mask[g] = False
+                here.append(jid)
+            else:
                 here.remove(jid)
-                if not here and (up is None or up[g]):
-                    free[g] = True
-                    n_free += 1
-                else:
-                    free[g] = False
-                n[g] = len(here)
-                if dmem:
-                    mem[g] += dmem
-                share[g] += dshare
-                dirty.add(g)
-        self.n_free = n_free
+                self.free_mask[g] = not here and bool(self.up[g])
+                self.n_free += int(self.free_mask[g])
+            self.n_resident[g] = len(here)
+            if dmem:
+                self.mem_used[g] += dmem
+            self.share_used[g] += dshare
 
     def release(self, job_id: int) -> Allocation:
         """Remove a running job from its GPUs (finish, failure); it does not return to the queue."""
@@ -328,25 +329,12 @@ class ClusterState:
             return Applied()
         starts = self._plain_starts(decisions)
         if starts is not None:  # shown valid: the checks below would pass
-            applied = Applied()
+            applied = Applied(plain=True)
             running, started = self.running, applied.started
-            # the adding half of _place, written out once for the batch: each GPU is up and holds
-            # no job (shown above), so it leaves the free count and holds this one job
-            n, mem, share, dirty = self._n_mv, self._mem_l, self._share_l, self._dirty
-            free, resident = self._free_mv, self.resident
             for job, s in starts:
                 self._dequeue(job)
                 gpus = s.gpus
-                dmem, dshare, jid = job.mem_gb, job.gpu_fraction, job.job_id
-                for g in gpus:
-                    free[g] = False
-                    resident[g].append(jid)
-                    n[g] = 1
-                    if dmem:
-                        mem[g] += dmem
-                    share[g] += dshare
-                    dirty.add(g)
-                self.n_free -= len(gpus)
+                self._place(job, gpus, +1)
                 a = _new(Allocation)  # Allocation(gpus, s.sharing, now) without the frozen __init__
                 _set_gpus(a, gpus)
                 _set_sharing(a, s.sharing)
@@ -484,7 +472,7 @@ class ClusterState:
                     "max-jobs-per-gpu",
                     f"GPU {g} would hold {n} jobs (limit {self.max_jobs_per_gpu}); resident now: {self.resident[g]}",
                 )
-            mem = self._mem_l[g] + dmem[g]
+            mem = float(self.mem_used[g]) + dmem[g]
             if mem > self.topology.gpu_mem_gb[g] + 1e-9:
                 raise InvalidDecision(
                     "gpu-memory", f"GPU {g} would use {mem:.1f} GB of {self.topology.gpu_mem_gb[g]:.1f} GB"

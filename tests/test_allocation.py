@@ -146,42 +146,45 @@ def test_plain_starts_fast_path_equals_the_full_checks():
     assert s.resident[0] == [1, 3]
 
 
-def test_memory_and_share_arrays_follow_the_lists():
-    """Memory and share sums are kept in lists and written to the arrays when read: after random
-    starts (shared GPUs), preemptions and finishes, read at some steps only, the arrays (and a
-    read-only view taken at the start) hold each GPU's sum over its resident jobs (exact: quarters),
-    reading another array (``free_mask``) does not write them, and the capacity check reads the
-    current memory."""
+def test_compiled_placement_equals_the_plain_steps():
+    """The per-GPU arrays updated by the compiled placement equal the plain Python steps': after
+    random starts (shared GPUs), preemptions, finishes and a failed node (GPUs down), a state with
+    ``compiled`` and one without hold the same counts, free flags, free count and sums, and the sums
+    are each GPU's sum over its resident jobs (exact: quarters; a read-only view taken at the start
+    sees them); the capacity check reads the current memory."""
     import numpy as np
 
     topo = Topology.build([NodeGroup(2, 4, "V100", 16.0)])
-    s = ClusterState(topo, max_jobs_per_gpu=3)
+    s, p = ClusterState(topo, max_jobs_per_gpu=3), ClusterState(topo, max_jobs_per_gpu=3)
+    s.compiled, p.compiled = True, False
     ro_mem, rng = s.readonly("mem_used"), np.random.default_rng(1)
     jobs = {}
     for i in range(300):
         jobs[i] = Job(i, float(i), int(rng.choice([1, 2])), 100, "resnet50",
                       mem_gb=float(rng.integers(0, 12)) / 4, gpu_fraction=float(rng.integers(1, 4)) / 4)
-        s.submit(jobs[i])
-        queued = list(s.pending_ids)
+        queued = list(s.pending_ids) + [i]
         jid = queued[int(rng.integers(0, len(queued)))]
-        ok = [g for g in range(8) if len(s.resident[g]) < 3]
-        if len(ok) >= jobs[jid].num_gpus:
-            gpus = tuple(sorted(int(g) for g in rng.choice(ok, jobs[jid].num_gpus, replace=False)))
-            s.apply([Start(jid, gpus)], float(i))
-        if s.running and rng.random() < 0.4:
-            gone = list(s.running)[int(rng.integers(0, len(s.running)))]
-            s.apply([Preempt(gone)], float(i)) if rng.random() < 0.5 else s.finish(gone)
-        if i % 5 == 0:  # another array read: the sums' arrays are left as they are (written when read)
-            dirty = set(s._dirty)
-            assert s.readonly("free_mask").tolist() == [not s.resident[g] for g in range(8)]
-            assert s._dirty == dirty
-        if i % 7 == 0:
-            want_mem = [sum(jobs[j].mem_gb for j in s.resident[g]) for g in range(8)]
-            want_share = [sum(jobs[j].gpu_fraction for j in s.resident[g]) for g in range(8)]
-            if i % 2:  # through readonly (which brings both arrays up to date), else the properties
-                assert s.readonly("share_used").tolist() == want_share and ro_mem.tolist() == want_mem
-            assert s.mem_used.tolist() == want_mem and s.share_used.tolist() == want_share
+        ok = [g for g in range(8) if len(s.resident[g]) < 3 and s.up[g]]
+        picked = tuple(sorted(int(g) for g in rng.choice(ok, jobs[jid].num_gpus, replace=False))) if (
+            len(ok) >= jobs[jid].num_gpus) else None
+        gone = list(s.running)[int(rng.integers(0, len(s.running)))] if s.running else None
+        leave, preempt = gone is not None and rng.random() < 0.4, rng.random() < 0.5
+        for st in (s, p):
+            st.submit(jobs[i])
+            if picked is not None:
+                st.apply([Start(jid, picked)], float(i))
+            if leave:
+                st.apply([Preempt(gone)], float(i)) if preempt else st.finish(gone)
+            if i in (100, 200):
+                st.set_up([4, 5, 6, 7], i == 200)  # node 1 down (what it holds stays), then up
+        assert s.resident == p.resident and s.n_free == p.n_free == int(s.free_mask.sum())
+        for name in ("n_resident", "free_mask", "up", "mem_used", "share_used"):
+            assert getattr(s, name).tolist() == getattr(p, name).tolist(), name
+        want_mem = [sum(jobs[j].mem_gb for j in s.resident[g]) for g in range(8)]
+        want_share = [sum(jobs[j].gpu_fraction for j in s.resident[g]) for g in range(8)]
+        assert ro_mem.tolist() == want_mem and s.share_used.tolist() == want_share
+        assert s.n_resident.tolist() == [len(r) for r in s.resident]
     g = next(g for g in range(8) if len(s.resident[g]) < 3)
-    s.submit(Job(999, 999.0, 1, 100, "resnet50", mem_gb=16.0 - s._mem_l[g] + 0.25))
+    s.submit(Job(999, 999.0, 1, 100, "resnet50", mem_gb=16.0 - float(s.mem_used[g]) + 0.25))
     with pytest.raises(InvalidDecision, match="gpu-memory"):
         s.apply([Start(999, (g,))], 999.0)

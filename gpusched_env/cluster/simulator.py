@@ -21,7 +21,7 @@ import numpy as np
 from gpusched_env.allocation import Applied, ClusterState
 from gpusched_env.catalog import ModelSpec, model_spec
 from gpusched_env.cluster.clock import NORMAL, URGENT, EventClock
-from gpusched_env.cluster.energy import PowerLedger
+from gpusched_env.cluster.energy import NO_JOB, PowerLedger
 from gpusched_env.cluster.model import SimModel
 from gpusched_env.cluster.processes import DriftProcess, FailureProcess, Stragglers
 from gpusched_env.cluster.speed import DataParallelSpeed
@@ -113,6 +113,10 @@ class Simulator:
     :meth:`_schedule_completion` (completions at round boundaries included) and :meth:`_settle`
     written out (the same floats); False calls them (tests compare the two)."""
 
+    fresh_batches = True
+    """Re-timing after a plain batch of starts by :meth:`_refresh_fresh` (with ``written_out``);
+    False takes :meth:`_refresh` (tests compare the two)."""
+
     def __init__(
         self,
         topology: Topology,
@@ -139,6 +143,7 @@ class Simulator:
         )
         self.visible_slowdown = factors.copy()
         self.state = ClusterState(topology, max_jobs_per_gpu)
+        self.state.compiled = True  # one compiled call per placement (ClusterState._place)
         sharing = self.model.sharing
         device: DeviceModel = (
             AnalyticDevice(sharing) if sharing.model == "analytic"
@@ -507,6 +512,9 @@ class Simulator:
                 if util is None:
                     util = util_of[job.model] = min(1.0, max(0.0, self.spec(job.model).util))
                 runs[jid] = _Run(0.0, 0.0, now, now + cost, 0, mult, comm, 0.0, None, util)
+            if applied.plain and self.fresh_batches:
+                self._refresh_fresh(touched, now, applied.started)
+                return
         self._refresh(touched, now)
 
     def _start_run(self, jid: int, now: float, touched: set[int]) -> None:
@@ -545,17 +553,21 @@ class Simulator:
             run = runs.get(jid)
             if run is not None and run.last_t != now:  # (a job started now is settled)
                 self._settle(jid, now)
-        loads: list[tuple[int, float | None]] = []
+        power = self.power
+        gpu_of, load_of = power.scratch()  # the loads, written for one compiled call
+        k = 0
         for g in gpus:
             here = resident[g]
+            gpu_of[k] = g
             if not here:
-                loads.append((g, None))
+                load_of[k] = NO_JOB
             elif len(here) == 1 and not running[here[0]].sharing.is_mps:
-                loads.append((g, runs[here[0]].util))  # alone on the GPU: the model's own utilisation
+                load_of[k] = runs[here[0]].util  # alone on the GPU: the model's own utilisation
             else:
-                loads.append((g, speed.shared_util(g)))
-        self.power.set_loads(loads)
-        power_l = self.power.power_l
+                load_of[k] = speed.shared_util(g)
+            k += 1
+        power.apply_loads(k)
+        power_l = power.power_mv
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
         done, env, on_due = self.done, self.env, self._on_due
         written = self.written_out
@@ -610,7 +622,80 @@ class Simulator:
                 t = run.armed_at = env.now + delay
                 heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
                 env.order += 1
-        self.power.mark(now)
+        power.mark(now)
+
+    def _refresh_fresh(self, gpus: set[int], now: float, started: list[int]) -> None:
+        """:meth:`_refresh` after a plain batch of starts (:attr:`Applied.plain`, the jobs ``started``):
+        each GPU of ``gpus`` holds one job, started now, whose GPUs are all in ``gpus``, so no job
+        is settled, no GPU shared and each job's power is the sum of its GPUs' (the steps of the
+        written-out path without those checks: the same floats, in the same order). One whole job:
+        each of its GPUs gets its utilisation (one load for the compiled call)."""
+        if not gpus:
+            return
+        power = self.power
+        power.account(now)
+        state, runs, speed = self.state, self.runs, self.speed
+        resident, running = state.resident, state.running
+        jobs: set[int] = set()  # (filled in the order _refresh fills it: the same iteration order)
+        gpu_of, load_of = power.scratch()
+        k = 0
+        if len(started) == 1 and not running[started[0]].sharing.is_mps:
+            jobs.add(started[0])
+            for g in gpus:
+                gpu_of[k] = g
+                k += 1
+            power.apply_loads(k, runs[started[0]].util)
+        else:
+            add = jobs.add
+            for g in gpus:
+                jid = resident[g][0]
+                add(jid)
+                gpu_of[k] = g
+                load_of[k] = speed.shared_util(g) if running[jid].sharing.is_mps else runs[jid].util
+                k += 1
+            power.apply_loads(k)
+        power_l = power.power_mv
+        slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
+        done, env, on_due = self.done, self.env, self._on_due
+        round_s = self._round_s if self.model.completion_at_round else None
+        origin = self._first_arrival
+        for jid in jobs:
+            run = runs[jid]
+            alloc = running[jid]
+            placed = last_gpus[jid] = alloc.gpus
+            job = jobs_of[jid]
+            watts = 0.0  # (its one job's share of each GPU: the GPU's power / 1)
+            if job.pipeline is None and not alloc.sharing.is_mps:
+                c = job.class_index
+                w = -math.inf
+                for g in placed:  # its slowest GPU, and its power
+                    v = slow[g][c]
+                    if v > w:
+                        w = v
+                    watts += power_l[g]
+                run.worst = w
+                spec = spec_of.get(job.model)
+                run.base_s, run.cls = (spec or self.spec(job.model)).base_iter_s, c
+                run.iter_s = run.base_s * w * run.loc_mult + run.comm_s
+            else:
+                run.worst = None
+                run.iter_s = speed.iter_time(job, alloc, run.loc_mult, run.comm_s)
+                for g in placed:
+                    watts += power_l[g]
+            run.power_w = watts
+            left = job.work_iters - done[jid]
+            wait = run.resume_at - now
+            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
+            if round_s:
+                delay = round_delay(now, delay, origin, round_s)
+            due = run.due = now + delay
+            armed = run.armed_at
+            if armed is None or armed > due:
+                version = run.version = run.version + 1
+                t = run.armed_at = env.now + delay
+                heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
+                env.order += 1
+        power.mark(now)
 
     def _schedule_completion(self, jid: int, run: _Run, now: float) -> None:
         """Set the job's completion time. An armed event that would fire no later than the new time
@@ -674,13 +759,16 @@ class Simulator:
             self._tracked_left -= 1
         placed = alloc.gpus
         gpus = {placed[0]} if len(placed) == 1 else set(placed)
-        resident = state.resident
-        for g in gpus:
+        resident, gpu_of = state.resident, power.scratch()[0]
+        k = 0
+        for g in gpus:  # (written in the set's order for the compiled call below)
             if resident[g]:  # jobs stay on its GPUs: re-time them
                 self._refresh(gpus, now)
                 break
+            gpu_of[k] = g
+            k += 1
         else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
-            power.set_loads([(g, None) for g in gpus])
+            power.apply_loads(k, NO_JOB)
             power.mark(now)
         self._trigger |= self._events
         self.completed.append(jid)

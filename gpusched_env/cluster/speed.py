@@ -70,6 +70,11 @@ class DataParallelSpeed:
             [None] * topology.n_gpus
         )
         self._levels: dict[tuple[int, ...], str] = {}  # GPU set -> Topology.locality of it
+        # node and rack of each GPU when neither ever decreases with the GPU id (Topology.build
+        # numbers GPUs node by node and nodes rack by rack): a GPU set then spans the nodes and racks
+        # from its lowest GPU's to its highest's, so its ends give Topology.locality; else None
+        ordered = bool((np.diff(topology.gpu_node) >= 0).all() and (np.diff(topology.gpu_rack) >= 0).all())
+        self._ends = (topology.node_of_gpu, topology.rack_of_gpu) if ordered else None
         self.set_factors(factors)
 
     def set_factors(self, factors: np.ndarray) -> None:
@@ -106,7 +111,15 @@ class DataParallelSpeed:
         if level is None:  # Topology.locality, remembered per GPU set (a pure function of it)
             if len(self._levels) >= _LEVELS_MAX:
                 self._levels.clear()
-            level = self._levels[gpus] = self.topology.locality(gpus)
+            ends = self._ends
+            if ends is None:
+                level = self.topology.locality(gpus)
+            else:  # (see __init__)
+                node_of, rack_of = ends
+                lo, hi = min(gpus), max(gpus)
+                level = ("node" if node_of[lo] == node_of[hi] else "rack" if rack_of[lo] == rack_of[hi]
+                         else "cross_rack")
+            self._levels[gpus] = level
         if loc.mode == "constant":
             return (loc.lf if level != "node" else 1.0), 0.0
         link = self.topology.links[level]
