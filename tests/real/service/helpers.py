@@ -11,7 +11,12 @@ from gpusched.real.service.spec import JobSpec, parse_spec
 # A resumable shell job: TICKS steps of 0.1 s, its step counter in the checkpoint folder. It follows the
 # preemption protocol: on SIGTERM it finishes the step under way, saves it and exits 143. Each step it
 # completes appends "id step rank" to DONE.steps, once the step is saved; on completion it appends
-# "id restart-count first-step rank world-size" to DONE.
+# "id restart-count first-step rank world-size" to DONE, once per rank: a launch whose checkpoint is
+# already complete records nothing more (a `done.<rank>` file created with noclobber). The service may
+# launch a completed job again, legitimately: a stop that reaches it after its last step but before it
+# exits 0, or one that reaches rank 1 of a multi-node job while rank 0 has already finished (the ranks
+# share the counter), leaves a launch that was stopped, so the job is queued again; its next launch
+# finds the counter at TICKS and must not complete a second time.
 # The stop signal reaches the job's whole process group, so it also kills a child the job runs at that
 # moment: the counter is read with the `read` builtin (no child), and a `mv` killed before its rename is
 # run again (the step is logged only once saved; logged but unsaved, the next launch would repeat it).
@@ -22,7 +27,8 @@ TICKS_JOB = (
     'echo $n > "$t"; {{ mv "$t" "$c/n" || [ ! -e "$t" ] || mv "$t" "$c/n"; }} && '
     'echo "$GPUSCHED_JOB_ID $n ${{RANK:--}}" >> {done}.steps; done; '
     '[ -n "$stop" ] && exit 143; '
-    'echo "$GPUSCHED_JOB_ID $GPUSCHED_RESTART_COUNT $first ${{RANK:--}} ${{WORLD_SIZE:--}}" >> {done}'
+    'if {{ set -C; true > "$c/done.${{RANK:--}}"; }} 2>/dev/null; then '
+    'echo "$GPUSCHED_JOB_ID $GPUSCHED_RESTART_COUNT $first ${{RANK:--}} ${{WORLD_SIZE:--}}" >> {done}; fi'
 )
 
 
