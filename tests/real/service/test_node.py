@@ -13,7 +13,7 @@ from pathlib import Path
 from gpusched.real.service.node import EXITED, LOST, RUNNER, NodeRunner, _alive
 from gpusched.real.service.queue import JobQueue
 from gpusched.real.service.spec import parse_spec
-from tests.real.service.helpers import service, submit
+from tests.real.service.helpers import proc_state, service, submit, wait_until
 
 
 def test_a_launch_declared_dead_never_runs_later(tmp_path: Path) -> None:
@@ -44,7 +44,7 @@ def test_a_job_ignoring_the_stop_signal_is_killed_after_the_grace_period(tmp_pat
     # on a loaded machine the launch's runner may not have claimed it yet: wait, or the next service
     # rightly declares it dead and there is nothing to stop
     claim_file = tmp_path / "nodes" / "local0" / "jobs" / str(j) / "launch-0" / "claim"
-    _until(lambda: claim_file.exists() and claim_file.read_text().strip(), "the launch claimed")
+    wait_until(lambda: claim_file.exists() and claim_file.read_text().strip(), "the launch claimed")
     q = JobQueue(tmp_path)
     assert q.cancel(j) == "cancelling"
     t = time.monotonic()
@@ -55,22 +55,6 @@ def test_a_job_ignoring_the_stop_signal_is_killed_after_the_grace_period(tmp_pat
     assert "no exit within 0.5 s of SIGTERM: SIGKILL" in (tmp_path / "service.log").read_text()
     claim = (tmp_path / "nodes" / "local0" / "jobs" / str(j) / "launch-0" / "claim").read_text().split()
     assert not _alive(int(claim[0]), claim[1])
-
-
-def _until(cond: object, what: str) -> None:
-    """Wait for a state (not for a time): ``cond()`` true, within 30 s."""
-    deadline = time.monotonic() + 30
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "-"
 
 
 def test_a_stop_that_comes_after_the_job_ended_by_itself_is_no_stop(tmp_path: Path) -> None:
@@ -84,12 +68,12 @@ def test_a_stop_that_comes_after_the_job_ended_by_itself_is_no_stop(tmp_path: Pa
     r.launch(1, 0, ["sh", "-c", f'echo $$ > {pid_file}; while [ ! -e {go} ]; do sleep 0.02; done'], {}, None, [0],
              str(tmp_path / "ck"))
     runner = r.procs[(1, 0)]
-    _until(lambda: pid_file.exists() and pid_file.read_text().strip(), "the job started")
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), "the job started")
     job = int(pid_file.read_text())
     os.kill(runner.pid, signal.SIGSTOP)
-    _until(lambda: _proc_state(runner.pid) == "T", "the runner frozen")
+    wait_until(lambda: proc_state(runner.pid) == "T", "the runner frozen")
     go.touch()  # the job ends by itself; its frozen runner cannot reap it
-    _until(lambda: _proc_state(job) == "Z", "the job exited")
+    wait_until(lambda: proc_state(job) == "Z", "the job exited")
     r.signal(1, 0, signal.SIGTERM)  # the preemption's stop signal
     os.kill(runner.pid, signal.SIGCONT)
     runner.wait(30)
@@ -103,7 +87,7 @@ def test_a_stop_that_comes_while_the_job_runs_reaches_it_and_is_recorded(tmp_pat
     r = NodeRunner(tmp_path / "n", "n0", 1)
     r.launch(1, 0, ["sh", "-c", f'trap "echo TERM > {got}; exit 0" TERM; touch {ready}; '
                     'while true; do sleep 0.02; done'], {}, None, [0], str(tmp_path / "ck"))
-    _until(ready.exists, "the job started")
+    wait_until(ready.exists, "the job started")
     r.signal(1, 0, signal.SIGTERM)
     r.procs[(1, 0)].wait(30)
     assert r.status(1, 0) == (EXITED, 0, True)
