@@ -7,8 +7,9 @@ so it adds nothing to the job's environment).
    came. With ``--pass-stop`` (the local and Ray engines) the service signals the runner alone and the
    runner passes the signal on to the group, but only while the job's process has not exited: a
    signal that comes after the job ended by itself (while the runner has yet to record it) is no
-   stop, so a job that finished is never queued again. Without it (Slurm signals every process of
-   the job) any stop signal counts.
+   stop, so a job that had finished when it came is not queued again. Without it (Slurm signals
+   every process of the job) any stop signal counts. A stop that comes before the job is started
+   keeps it from starting (exit 0, stopped: its next launch runs it).
 3. It writes ``LAUNCH_DIR/exit`` atomically: ``<exit code> <1 if a stop signal came first, else 0>``.
 
 So whoever reads the launch folder later (a restarted service) knows whether the launch is running,
