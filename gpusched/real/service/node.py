@@ -86,7 +86,7 @@ class NodeRunner:
             full["GPUSCHED_DIE_WITH_PARENT"] = str(os.getpid())
         with open(self.job_dir(job_id) / "log", "ab") as log:
             os.chmod(log.name, 0o600)
-            proc = subprocess.Popen([sys.executable, RUNNER, str(d), "--", *argv], cwd=wd, env=full,
+            proc = subprocess.Popen([sys.executable, RUNNER, str(d), "--pass-stop", "--", *argv], cwd=wd, env=full,
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         self.procs[(job_id, launch)] = proc
@@ -127,7 +127,9 @@ class NodeRunner:
         return int(text[0]), text[1]
 
     def signal(self, job_id: int, launch: int, sig: int) -> None:
-        """Send ``sig`` to the launch's process group (the runner and the job)."""
+        """SIGKILL to the launch's process group (the runner and the job); any other signal to the
+        runner alone, which passes it on to the group only while the job runs (runner.StopGate): a
+        job that ended by itself just before is recorded as finished, not as stopped."""
         proc = self.procs.get((job_id, launch))
         if proc is not None:
             if proc.poll() is not None:
@@ -139,7 +141,10 @@ class NodeRunner:
                 return
             pgid = p[0]
         try:
-            os.killpg(pgid, sig)
+            if sig == signal.SIGKILL:
+                os.killpg(pgid, sig)
+            else:
+                os.kill(pgid, sig)  # the runner's pid is its group's id
         except (ProcessLookupError, PermissionError):
             pass
 

@@ -1,10 +1,15 @@
-"""The process that runs one launch of a job: ``python runner.py LAUNCH_DIR -- ARGV...`` (stdlib only,
+"""The process that runs one launch of a job: ``python runner.py LAUNCH_DIR [--pass-stop] -- ARGV...`` (stdlib only,
 so it adds nothing to the job's environment).
 
 1. It claims the launch by linking ``LAUNCH_DIR/claim`` to a file holding its pid and start time; if
    the claim exists (the service declared this launch dead after a crash), it exits without running.
-2. It runs ARGV in its own process group (the service signals the whole group) and ignores the stop
-   signals itself, remembering that one came.
+2. It runs ARGV in its own process group and ignores the stop signals itself, remembering that one
+   came. With ``--pass-stop`` (the local and Ray engines) the service signals the runner alone and the
+   runner passes the signal on to the group, but only while the job's process has not exited: a
+   signal that comes after the job ended by itself (while the runner has yet to record it) is no
+   stop, so a job that had finished when it came is not queued again. Without it (Slurm signals
+   every process of the job) any stop signal counts. A stop that comes before the job is started
+   keeps it from starting (exit 0, stopped: its next launch runs it).
 3. It writes ``LAUNCH_DIR/exit`` atomically: ``<exit code> <1 if a stop signal came first, else 0>``.
 
 So whoever reads the launch folder later (a restarted service) knows whether the launch is running,
@@ -43,39 +48,93 @@ def claim(launch_dir: str, content: str) -> bool:
         os.unlink(tmp)
 
 
+class StopGate:
+    """The stop signals a launch received, and (``pass_on``) their passing on to the job's group.
+
+    A stop counts only when it reaches the job alive: with ``pass_on``, :meth:`on_stop` first asks
+    the kernel whether the job's process has exited (``waitid`` without reaping it) and, if so,
+    drops the signal; else it records it and sends it to ``pgid``. The job can end by itself only
+    between that check and the send (two system calls): it is then recorded as stopped, the safe
+    side (queued again, its next launch resumes from a complete checkpoint)."""
+
+    def __init__(self, pass_on: bool, pgid: int) -> None:
+        self.pass_on, self.pgid = pass_on, pgid
+        self.stopped: list[int] = []
+        self.child: int | None = None  # the job's pid, once started
+        self._passed = False
+
+    def on_stop(self, sig: int, frame: object) -> None:
+        if not self.pass_on:  # the job gets the same signal from the group
+            self.stopped.append(sig)
+            return
+        if self.child is not None and _exited(self.child):
+            return  # the job ended before the signal: it finished (or crashed) by itself
+        self.stopped.append(sig)
+        if self.child is not None:
+            self._pass(sig)
+
+    def started(self, pid: int) -> None:
+        """The job runs as ``pid``: a stop that came while it was starting is passed on now."""
+        self.child = pid
+        if self.pass_on and self.stopped and not self._passed:
+            self._pass(self.stopped[0])
+
+    def _pass(self, sig: int) -> None:
+        self._passed = True
+        old = signal.signal(sig, signal.SIG_IGN)  # the runner is in the group: not to itself again
+        try:
+            os.killpg(self.pgid, sig)
+        except ProcessLookupError:
+            pass
+        finally:
+            signal.signal(sig, old)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child ``pid`` has exited (a zombie not yet reaped, or reaped already)."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 def main(argv: list[str]) -> int:
+    pass_on = len(argv) > 1 and argv[1] == "--pass-stop"
+    if pass_on:
+        argv = argv[:1] + argv[2:]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: runner.py LAUNCH_DIR -- ARGV...", file=sys.stderr)
+        print("usage: runner.py LAUNCH_DIR [--pass-stop] -- ARGV...", file=sys.stderr)
         return 2
     launch_dir, cmd = argv[0], argv[2:]
     me = os.getpid()
     if not claim(launch_dir, f"{me} {_start_ticks(me)}\n"):
         print(f"[gpusched] launch {launch_dir} was declared dead; not running it", file=sys.stderr, flush=True)
         return 0
-    stopped = []
-
-    def on_stop(sig: int, frame: object) -> None:  # the job gets the same signal from the group
-        stopped.append(sig)
-
+    gate = StopGate(pass_on, os.getpgrp())
     for s in STOP_SIGNALS:
-        signal.signal(s, on_stop)  # a handler (not SIG_IGN): the child gets default dispositions
+        signal.signal(s, gate.on_stop)  # a handler (not SIG_IGN): the child gets default dispositions
     _die_with_parent(os.environ.pop("GPUSCHED_DIE_WITH_PARENT", ""))
     print(f"[gpusched] {time.strftime('%Y-%m-%d %H:%M:%S')} start {' '.join(cmd)}", flush=True)
-    try:
-        proc = subprocess.Popen(cmd)
-    except OSError as e:
-        print(f"[gpusched] cannot start {cmd[0]!r}: {e}", flush=True)
-        rc = 127
+    if gate.stopped:  # stopped before the job started: it is not started (its next launch resumes)
+        print("[gpusched] stopped before the job started", flush=True)
+        rc = 0
     else:
-        while True:
-            try:
-                rc = proc.wait()
-                break
-            except InterruptedError:
-                continue
+        try:
+            proc = subprocess.Popen(cmd)
+        except OSError as e:
+            print(f"[gpusched] cannot start {cmd[0]!r}: {e}", flush=True)
+            rc = 127
+        else:
+            gate.started(proc.pid)
+            while True:
+                try:
+                    rc = proc.wait()
+                    break
+                except InterruptedError:
+                    continue
     print(f"[gpusched] {time.strftime('%Y-%m-%d %H:%M:%S')} exit {rc}", flush=True)
     final = os.path.join(launch_dir, "exit")
-    os.replace(_write_atomic(final, f"{rc} {1 if stopped else 0}\n"), final)
+    os.replace(_write_atomic(final, f"{rc} {1 if gate.stopped else 0}\n"), final)
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from gpusched.real.service.queue import JobQueue
@@ -11,7 +13,13 @@ from gpusched.real.service.spec import JobSpec, parse_spec
 # A resumable shell job: TICKS steps of 0.1 s, its step counter in the checkpoint folder. It follows the
 # preemption protocol: on SIGTERM it finishes the step under way, saves it and exits 143. Each step it
 # completes appends "id step rank" to DONE.steps, once the step is saved; on completion it appends
-# "id restart-count first-step rank world-size" to DONE.
+# "id restart-count first-step rank world-size" to DONE, once per rank: a launch whose checkpoint is
+# already complete records nothing more (a `done.<rank>` file created with noclobber; a one-node
+# launch is rank 0, as a job may be placed on one node at one launch and on two at another). The service may
+# launch a completed job again, legitimately: a stop that reaches it after its last step but before it
+# exits 0, or one that reaches rank 1 of a multi-node job while rank 0 has already finished (the ranks
+# share the counter), leaves a launch that was stopped, so the job is queued again; its next launch
+# finds the counter at TICKS and must not complete a second time.
 # The stop signal reaches the job's whole process group, so it also kills a child the job runs at that
 # moment: the counter is read with the `read` builtin (no child), and a `mv` killed before its rename is
 # run again (the step is logged only once saved; logged but unsaved, the next launch would repeat it).
@@ -22,7 +30,8 @@ TICKS_JOB = (
     'echo $n > "$t"; {{ mv "$t" "$c/n" || [ ! -e "$t" ] || mv "$t" "$c/n"; }} && '
     'echo "$GPUSCHED_JOB_ID $n ${{RANK:--}}" >> {done}.steps; done; '
     '[ -n "$stop" ] && exit 143; '
-    'echo "$GPUSCHED_JOB_ID $GPUSCHED_RESTART_COUNT $first ${{RANK:--}} ${{WORLD_SIZE:--}}" >> {done}'
+    'if {{ set -C; true > "$c/done.${{RANK:-0}}"; }} 2>/dev/null; then '
+    'echo "$GPUSCHED_JOB_ID $GPUSCHED_RESTART_COUNT $first ${{RANK:--}} ${{WORLD_SIZE:--}}" >> {done}; fi'
 )
 
 
@@ -70,3 +79,20 @@ def submit(out: Path, specs: list[JobSpec]) -> list[int]:
     ids = [q.submit(s) for s in specs]
     q.close()
     return ids
+
+
+def wait_until(cond: Callable[[], object], what: str) -> None:
+    """Wait for a state (not for a time): ``cond()`` true, within 30 s."""
+    deadline = time.monotonic() + 30
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def proc_state(pid: int) -> str:
+    """The state letter of process ``pid`` (R, S, T stopped, Z exited but not reaped; - gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "-"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -10,9 +13,17 @@ import pytest
 from gpusched.real.service.queue import JobQueue
 from gpusched.real.service.report import report
 from gpusched.real.service.spec import parse_spec
-from gpusched_env.types import Start
+from gpusched_env.types import Preempt, Start
 from gpusched_env.view import ClusterView
-from tests.real.service.helpers import done_lines, service, steps_done, submit, ticks_spec
+from tests.real.service.helpers import (
+    done_lines,
+    proc_state,
+    service,
+    steps_done,
+    submit,
+    ticks_spec,
+    wait_until,
+)
 
 SIZES = [1, 2, 1, 4, 1, 2, 6, 1, 3, 1, 2, 1, 4, 1, 2, 1, 1, 2, 1, 3]  # 20 jobs; a 6-GPU job spans both nodes
 
@@ -171,3 +182,38 @@ def test_round_s_is_given_only_to_policies_with_rounds(tmp_path: Path, policy: s
     assert svc.policy.name in (policy, "agent")
     las = service(tmp_path / "las", policy="las", round_s=7.0)
     assert las.policy.round_s == 7.0  # type: ignore[attr-defined]
+
+
+def test_a_preemption_that_reaches_a_job_which_just_ended_by_itself_finishes_it(tmp_path: Path) -> None:
+    """The race behind a job completed twice, forced: the policy preempts a job that still read as
+    running, but the job exits 0 by itself before the stop signal reaches its launch, while the launch's
+    runner (frozen here) has yet to record the exit. The service must record the job finished, not
+    preempted and queued again (its next launch would complete it a second time)."""
+    pid_file, go = tmp_path / "pid", tmp_path / "go"
+    (j,) = submit(tmp_path, [parse_spec({"command": f'echo $$ > {pid_file}; while [ ! -e {go} ]; do sleep 0.02; done',
+                                         "shell": True, "gpus": 1}, "t")])
+    svc = service(tmp_path, exit_when_idle=False)
+    svc.refresh_nodes()
+    svc.schedule()  # fifo starts the job
+    q = JobQueue(tmp_path)
+    row = q.get(j)
+    assert row is not None and row.state == "running"
+    wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), "the job started")
+    job = int(pid_file.read_text())
+    runner = svc.engine.runners["local0"].procs[(j, 0)]  # type: ignore[attr-defined]
+    os.kill(runner.pid, signal.SIGSTOP)
+    wait_until(lambda: proc_state(runner.pid) == "T", "the runner frozen")
+    go.touch()
+    wait_until(lambda: proc_state(job) == "Z", "the job exited")
+    send = svc.engine.signal
+
+    def signal_then_thaw(node: str, job_id: int, launch: int, sig: int) -> None:
+        send(node, job_id, launch, sig)  # the stop signal, after the job's exit
+        os.kill(runner.pid, signal.SIGCONT)
+
+    svc.engine.signal = signal_then_thaw  # type: ignore[method-assign]
+    svc.carry_out([Preempt(j)], {j: row}, time.time())
+    svc.shutdown()
+    done = q.get(j)
+    assert done is not None and (done.state, done.preemptions, done.launches) == ("finished", 0, 1)
+    assert [s for _, _, s, _ in q.history(j)] == ["pending", "running", "finished"]

@@ -1,5 +1,6 @@
 """The test job of the service tests (helpers.TICKS_JOB) keeps its own exactly-once promise when the
-stop signal, which the service sends to the job's whole process group, kills one of its children."""
+stop signal, which reaches the job's whole process group, kills one of its children, and when it is
+launched again after it completed."""
 
 from __future__ import annotations
 
@@ -43,4 +44,8 @@ def test_a_stop_that_kills_the_checkpoint_move_neither_repeats_nor_skips_a_step(
     assert _launch(tmp_path, done, 1, os.environ["PATH"]) == 0
     assert steps_done(done) == {7: [1, 2, 3]}
     assert done_lines(done) == [["7", "1", "1", "-", "-"]]  # restart 1, first step 1
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["n"]  # no temporary file left
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["done.0", "n"]  # no temporary file left
+    # launch 2 (a stop reached launch 1 as it finished, say): nothing to do, and no second completion
+    assert _launch(tmp_path, done, 2, os.environ["PATH"]) == 0
+    assert steps_done(done) == {7: [1, 2, 3]}
+    assert done_lines(done) == [["7", "1", "1", "-", "-"]]
