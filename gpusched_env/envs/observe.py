@@ -64,6 +64,13 @@ def obs_size(n_nodes: int, k: int) -> int:
     return n_nodes * NODE_FEATURES + k * SLOT_FEATURES + GLOBAL_FEATURES
 
 
+def count_table(fit: int, n_free: int) -> bytes:
+    """The 256-byte table mapping a GPU count to ``fit`` if it is at most ``n_free`` (>= 0), else to 0
+    (``bytes([fit if g <= n_free else 0 for g in range(256)])``, in two C calls)."""
+    n = min(n_free + 1, 256)
+    return bytes((fit,)) * n + bytes(256 - n)
+
+
 class JobCache:
     """Static numbers kept across decision points of one run: per job (dense arrays by job id:
     work estimate in hours, GPUs, class, the static slot features with the arrival in hours in
@@ -446,7 +453,7 @@ class DecisionBuilder:
         rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
         if self._mask is not None:
             return self._mask
-        codes = self._fit_codes()
+        codes = self._codes if self._codes is not None else self._fit_codes()
         done = self._done_valid()
         memo = self._masks[done]  # the masks of the window patterns seen, by fit codes: copied out
         m = memo.get(codes)
@@ -528,7 +535,7 @@ class DecisionBuilder:
                 n_free = self._n_free
                 table = self._tables.get(n_free)
                 if table is None:
-                    table = self._tables[n_free] = bytes([fit if g <= n_free else 0 for g in range(256)])
+                    table = self._tables[n_free] = count_table(fit, n_free)
                 try:
                     codes = bytes(map(self.cache.gpus_l.__getitem__, self._win_ids)).translate(table)
                 except ValueError:  # a job of 256 GPUs or more: not a byte
@@ -562,7 +569,7 @@ class DecisionBuilder:
         free, up, n_res = self._arrays
         if ws is not None:
             free, n_res = ws.ctx.free, ws.n_res
-        codes = self._fit_codes()
+        codes = self._codes if self._codes is not None else self._fit_codes()
         k, win, buf = self.k, self._win_ids, self._win_buf
         row = self._code_rows.get(codes)
         if row is None:

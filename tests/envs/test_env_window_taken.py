@@ -67,3 +67,13 @@ def test_window_continued_after_a_start_equals_the_rescan(slots: int, fifo: int)
     finally:
         DecisionBuilder._scan_on = scan_on  # type: ignore[method-assign]
     assert seen["fifo"] > 20 and seen["tail"] > 20 and calls[0] > 0, (seen, calls)
+
+
+def test_count_table_maps_gpu_counts_up_to_the_free_count() -> None:
+    """The fit-code table against its definition, and by hand: 3 free GPUs, code 1."""
+    from gpusched_env.envs.observe import count_table
+
+    assert count_table(1, 3)[:6] == bytes([1, 1, 1, 1, 0, 0]) and len(count_table(1, 3)) == 256
+    for fit in (1, 3):
+        for n_free in (0, 1, 7, 254, 255, 256, 1000):
+            assert count_table(fit, n_free) == bytes([fit if g <= n_free else 0 for g in range(256)])
