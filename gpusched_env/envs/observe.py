@@ -347,10 +347,8 @@ class DecisionBuilder:
         and a scan of the work order skips at most ``fifo_slots`` + (started) entries. The work
         order is the cache's ranked queue when it has one, else a sort of this point's queue.
 
-        A ranked scan reads the first ``k + len(started)`` ranks at once (enough when the FIFO
-        part is the queue's first jobs, as it is), then one at a time if it took too few, and
-        remembers where it stopped (``_scan``), the FIFO part's last queue rank (``_cut``) and every
-        job it took (``_tail``, possibly more than the window shows) for :meth:`_refresh_taken`."""
+        A ranked scan remembers where it stopped, the FIFO part's last queue rank and the jobs it
+        took (``_scanned``) for :meth:`_refresh_taken`."""
         ids = self._ids
         f, n, gone = self.fifo_slots, len(ids), self._gone
         if gone:  # the first f alive positions lie among the first f + len(gone)
@@ -358,21 +356,25 @@ class DecisionBuilder:
         else:
             win = list(islice(ids, f))
         need = self.k - len(win)
-        self._scan = -1  # no ranked scan to continue
+        self._scanned: tuple[int, int, list[int]] | None = None  # no ranked scan to continue
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
             ranked = self._ranked
             if ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
                 cache = self.cache
-                qbr = cache.qrank_by_rank
+                by_rank, qbr = cache.by_rank, cache.qrank_by_rank
                 cut = cache.qrank_l[win[-1]] if win else -1
-                pos = self.k + len(gone)
-                tail = list(map(cache.by_rank.__getitem__, [r for r in islice(ranked, pos) if qbr[r] > cut]))
-                if gone:
-                    tail = [i for i in tail if i not in gone]
-                if len(tail) < need and pos < len(ranked):
-                    pos = self._scan_on(tail, pos, cut, need)
-                self._scan, self._cut, self._tail = min(pos, len(ranked)), cut, tail
-                win += tail[:need]
+                tail: list[int] = []
+                pos = len(ranked)
+                for r in ranked:
+                    if qbr[r] > cut:
+                        i = by_rank[r]
+                        if i not in gone:
+                            tail.append(i)
+                            if len(tail) == need:
+                                pos = bisect.bisect_left(ranked, r) + 1  # (ranks are distinct, ascending)
+                                break
+                self._scanned = (pos, cut, tail)
+                win += tail
             else:
                 ids = self._ids = list(ids)  # positions are read below: a list of this point's queue
                 cut = ids.index(win[-1]) if win else -1
@@ -395,15 +397,15 @@ class DecisionBuilder:
         the last rank read."""
         cache, gone = self.cache, self._gone
         by_rank, qbr = cache.by_rank, cache.qrank_by_rank
-        for r in islice(cast("list[int]", self._ranked), pos, None):
-            pos += 1
+        ranked = cast("list[int]", self._ranked)
+        for r in islice(ranked, pos, None):
             if qbr[r] > cut:
                 i = by_rank[r]
                 if i not in gone:
                     tail.append(i)
                     if len(tail) == need:
-                        break
-        return pos
+                        return bisect.bisect_left(ranked, r) + 1
+        return len(ranked)
 
     def _refresh_taken(self, job_id: int) -> None:
         """:meth:`_refresh` after ``job_id`` (in the window) was started, continuing the last ranked
@@ -414,27 +416,27 @@ class DecisionBuilder:
         win = self._win_ids
         f = self.fifo_slots
         nf = min(f, len(win))  # (the FIFO part holds f jobs unless the queue is shorter)
-        gone, ids = self._gone, self._ids
-        if self._scan < 0 or job_id not in win:
+        gone, ids, scanned = self._gone, self._ids, self._scanned
+        if scanned is None or job_id not in win:
             self._refresh()  # (no scan to continue)
             return
-        tail = self._tail
+        pos, cut, tail = scanned
         if job_id in win[:nf]:  # the FIFO part moves on by one: its next alive queued job joins it
             if len(ids) - len(gone) < f:  # (a FIFO part that shrinks: its last queue rank falls)
                 self._refresh()
                 return
             fifo = [i for i in islice(ids, f + len(gone)) if i not in gone][:f]
             qrank = self.cache.qrank_l
-            cut = self._cut = qrank[fifo[-1]]
-            tail = self._tail = [i for i in tail if qrank[i] > cut]
+            cut = qrank[fifo[-1]]
+            tail = [i for i in tail if qrank[i] > cut]
         else:  # the same FIFO part: the taken job leaves the least-work part
             fifo = win[:nf]
-            cut = self._cut
             tail.remove(job_id)
         need = self.k - len(fifo)
-        if len(tail) < need and self._scan < len(cast("list[int]", self._ranked)):
-            self._scan = self._scan_on(tail, self._scan, cut, need)
-        self._win_ids = fifo + tail[:need]
+        if len(tail) < need and pos < len(cast("list[int]", self._ranked)):
+            pos = self._scan_on(tail, pos, cut, need)
+        self._scanned = (pos, cut, tail)
+        self._win_ids = fifo + tail
         self._fit = None
         self._codes = None
         self._valid = None

@@ -58,7 +58,7 @@ def test_window_continued_after_a_start_equals_the_rescan(slots: int, fifo: int)
                 assert (b0.observe() == b1.observe()).all()
                 valid = np.flatnonzero(infos[0]["action_mask"])
                 a = int(valid[int(rng.random() * valid.size)])
-                if a != b0.done_action and b0._scan >= 0:
+                if a != b0.done_action and b0._scanned is not None:
                     slot = a // b0.n_opts
                     seen["fifo" if slot < b0.fifo_slots else "tail"] += 1
                 outs = [e.step(a) for e in envs]
