@@ -50,7 +50,6 @@ class Allocation:
     since_s: float
 
 
-_INT_ONLY = frozenset((int,))  # the types a batch's GPU ids may have on the one-pass path (_plain_starts)
 _new = object.__new__
 _slots = vars(Allocation)
 _set_gpus, _set_sharing, _set_since = _slots["gpus"].__set__, _slots["sharing"].__set__, _slots["since_s"].__set__
@@ -404,16 +403,12 @@ class ClusterState:
             gpus = d.gpus
             if len(gpus) != job.num_gpus:
                 return None
-            # each GPU an int in range, named once, not used before in the batch, holding no job and
-            # up (one C-level pass per rule: a job names several GPUs)
-            if not gpus or set(map(type, gpus)) != _INT_ONLY or min(gpus) < 0 or max(gpus) >= n_gpus:
-                return None
-            n_used = len(used)
-            used.update(gpus)
-            if len(used) != n_used + len(gpus) or any(map(resident.__getitem__, gpus)):
-                return None
-            if up is not None and not all(map(up.__getitem__, gpus)):
-                return None
+            for g in gpus:
+                if type(g) is not int or not 0 <= g < n_gpus or g in used or resident[g]:
+                    return None
+                if up is not None and not up[g]:
+                    return None
+                used.add(g)
             if self._pending_index(job) is None:
                 return None
             ids.add(jid)
