@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from gpusched_env.allocation import ClusterState
@@ -144,6 +145,35 @@ def test_plain_starts_fast_path_equals_the_full_checks():
     assert s._plain_starts([Start(3, (0,))]) is None  # GPU 0 holds job 1: the capacity check
     s.apply([Start(3, (0,))], 0.0)  # shares (max 2 jobs per GPU, 11 of 16 GB)
     assert s.resident[0] == [1, 3]
+
+
+def _gpus_shown_valid(s: ClusterState, batch: list[tuple[int, tuple]]) -> bool:
+    """The one-pass path's per-GPU rules written as a loop (its definition)."""
+    used: set = set()
+    for _, gpus in batch:
+        for g in gpus:
+            if type(g) is not int or not 0 <= g < 6 or g in used or s.resident[g] or not s.up[g]:
+                return False
+            used.add(g)
+    return True
+
+
+@pytest.mark.parametrize(("gpus", "valid"), [
+    ((0, 1), True), ((1, 0), True), ((0, 5), True), ((0, 0), False), ((-1, 0), False), ((5, 6), False),
+    ((0, np.int64(1)), False), ((0, 1.0), False), ((True, 0), False), ((4, 5), False), ((2, 3), False),
+    ((3, 2), False), ((1, 2), False), ((0, 3), False)])
+def test_plain_starts_gpu_rules_equal_their_definition(gpus: tuple, valid: bool) -> None:
+    """``_plain_starts``' GPU rules (ints in range, named once, not used earlier in the batch, holding
+    no job, up) against the loop that defines them: job 1 starts first on GPU 2, GPU 4 is down, then
+    job 0 names ``gpus``; e.g. (0, 1) shown valid, (1, 2) and (0, 0) not."""
+    s = state(max_jobs=1)
+    s.submit(Job(3, 3.0, 1, 100, "resnet50", mem_gb=1.0))
+    s.apply([Start(3, (3,))], 0.0)  # GPU 3 holds job 3
+    s.set_up([4], False)
+    batch = [(1, (2,)), (0, gpus)]
+    got = s._plain_starts([Start(j, g) for j, g in batch]) is not None
+    assert got == _gpus_shown_valid(s, batch)
+    assert got == valid
 
 
 def test_compiled_placement_equals_the_plain_steps():

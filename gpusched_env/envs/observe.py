@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -62,6 +62,13 @@ _F32 = np.dtype(np.float32)
 
 def obs_size(n_nodes: int, k: int) -> int:
     return n_nodes * NODE_FEATURES + k * SLOT_FEATURES + GLOBAL_FEATURES
+
+
+def count_table(fit: int, n_free: int) -> bytes:
+    """The 256-byte table mapping a GPU count to ``fit`` if it is at most ``n_free`` (>= 0), else to 0
+    (``bytes([fit if g <= n_free else 0 for g in range(256)])``, in two C calls)."""
+    n = min(n_free + 1, 256)
+    return bytes((fit,)) * n + bytes(256 - n)
 
 
 class JobCache:
@@ -97,6 +104,7 @@ class JobCache:
         self.rank_l: list[int] | None = None  # by job id: rank by (work, arrival, id) in the run
         self.qrank_l: list[int] = []  # by job id: rank by (arrival, id), the queue's own order
         self.by_rank: list[int] = []  # job id of each rank
+        self.qrank_by_rank: list[int] = []  # qrank_l of each rank's job (one read less per scanned rank)
         self._ranked: list[int] = []  # ranks of the queued jobs, ascending
         self._enq: Sequence[int] | None = None  # the state's ``enqueued`` list that _ranked follows
         self._enq_seen = 0  # entries of it already in _ranked
@@ -180,6 +188,7 @@ class JobCache:
             qrank = np.full(self.work.size, -1, dtype=np.int64)
             qrank[ids[np.lexsort((ids, arrival))]] = np.arange(len(jobs))
             self.rank_l, self.qrank_l, self.by_rank = rank.tolist(), qrank.tolist(), by_rank.tolist()
+            self.qrank_by_rank = qrank[by_rank].tolist()
 
     def queue_ranks(self, view: ClusterView) -> list[int] | None:
         """The ranks of the view's queued jobs, ascending (a list this cache keeps updating: copy
@@ -245,6 +254,8 @@ class DecisionBuilder:
     calls at that size); the observation is filled by one compiled call
     (:mod:`gpusched_env.envs.kernels`).
     """
+
+    incremental_window = True  # after a start, continue the window's ranked scan (False: rescan)
 
     def __init__(
         self, view: ClusterView, options: OptionSet, k: int, fifo_slots: int, cache: JobCache
@@ -334,7 +345,10 @@ class DecisionBuilder:
         """Recompute the window: the first ``fifo_slots`` jobs not started in this batch, then
         the ones with the least work among those after them. Plain lists: the window is short,
         and a scan of the work order skips at most ``fifo_slots`` + (started) entries. The work
-        order is the cache's ranked queue when it has one, else a sort of this point's queue."""
+        order is the cache's ranked queue when it has one, else a sort of this point's queue.
+
+        A ranked scan remembers where it stopped, the FIFO part's last queue rank and the jobs it
+        took (``_scanned``) for :meth:`_refresh_taken`."""
         ids = self._ids
         f, n, gone = self.fifo_slots, len(ids), self._gone
         if gone:  # the first f alive positions lie among the first f + len(gone)
@@ -342,18 +356,25 @@ class DecisionBuilder:
         else:
             win = list(islice(ids, f))
         need = self.k - len(win)
+        self._scanned: tuple[int, int, list[int]] | None = None  # no ranked scan to continue
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
-            if self._ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
+            ranked = self._ranked
+            if ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
                 cache = self.cache
-                by_rank, qrank = cache.by_rank, cache.qrank_l
-                cut = qrank[win[-1]] if win else -1
-                for r in self._ranked:
-                    i = by_rank[r]
-                    if qrank[i] > cut and i not in gone:
-                        win.append(i)
-                        need -= 1
-                        if not need:
-                            break
+                by_rank, qbr = cache.by_rank, cache.qrank_by_rank
+                cut = cache.qrank_l[win[-1]] if win else -1
+                tail: list[int] = []
+                pos = len(ranked)
+                for r in ranked:
+                    if qbr[r] > cut:
+                        i = by_rank[r]
+                        if i not in gone:
+                            tail.append(i)
+                            if len(tail) == need:
+                                pos = bisect.bisect_left(ranked, r) + 1  # (ranks are distinct, ascending)
+                                break
+                self._scanned = (pos, cut, tail)
+                win += tail
             else:
                 ids = self._ids = list(ids)  # positions are read below: a list of this point's queue
                 cut = ids.index(win[-1]) if win else -1
@@ -370,6 +391,58 @@ class DecisionBuilder:
         self._mask: np.ndarray | None = None
         self._obs: np.ndarray | None = None
 
+    def _scan_on(self, tail: list[int], pos: int, cut: int, need: int) -> int:
+        """Go on with the ranked scan from ``pos``, appending to ``tail`` the jobs after the FIFO
+        part (queue rank above ``cut``) not started, until it holds ``need``; the position after
+        the last rank read."""
+        cache, gone = self.cache, self._gone
+        by_rank, qbr = cache.by_rank, cache.qrank_by_rank
+        ranked = cast("list[int]", self._ranked)
+        for r in islice(ranked, pos, None):
+            if qbr[r] > cut:
+                i = by_rank[r]
+                if i not in gone:
+                    tail.append(i)
+                    if len(tail) == need:
+                        return bisect.bisect_left(ranked, r) + 1
+        return len(ranked)
+
+    def _refresh_taken(self, job_id: int) -> None:
+        """:meth:`_refresh` after ``job_id`` (in the window) was started, continuing the last ranked
+        scan instead of repeating it: the ranks it passed and left stay left (the FIFO part's last
+        queue rank only grows and started jobs stay started), the jobs it took are kept unless
+        now started or in the FIFO part, and the scan goes on from where it stopped. The same
+        window (``incremental_window = False`` takes :meth:`_refresh`)."""
+        win = self._win_ids
+        f = self.fifo_slots
+        nf = min(f, len(win))  # (the FIFO part holds f jobs unless the queue is shorter)
+        gone, ids, scanned = self._gone, self._ids, self._scanned
+        if scanned is None or job_id not in win:
+            self._refresh()  # (no scan to continue)
+            return
+        pos, cut, tail = scanned
+        if job_id in win[:nf]:  # the FIFO part moves on by one: its next alive queued job joins it
+            if len(ids) - len(gone) < f:  # (a FIFO part that shrinks: its last queue rank falls)
+                self._refresh()
+                return
+            fifo = [i for i in islice(ids, f + len(gone)) if i not in gone][:f]
+            qrank = self.cache.qrank_l
+            cut = qrank[fifo[-1]]
+            tail = [i for i in tail if qrank[i] > cut]
+        else:  # the same FIFO part: the taken job leaves the least-work part
+            fifo = win[:nf]
+            tail.remove(job_id)
+        need = self.k - len(fifo)
+        if len(tail) < need and pos < len(cast("list[int]", self._ranked)):
+            pos = self._scan_on(tail, pos, cut, need)
+        self._scanned = (pos, cut, tail)
+        self._win_ids = fifo + tail
+        self._fit = None
+        self._codes = None
+        self._valid = None
+        self._mask = None
+        self._obs = None
+
     @property
     def window(self) -> list[Job]:
         job = self.view.job
@@ -382,7 +455,7 @@ class DecisionBuilder:
         rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
         if self._mask is not None:
             return self._mask
-        codes = self._fit_codes()
+        codes = self._codes if self._codes is not None else self._fit_codes()
         done = self._done_valid()
         memo = self._masks[done]  # the masks of the window patterns seen, by fit codes: copied out
         m = memo.get(codes)
@@ -464,7 +537,7 @@ class DecisionBuilder:
                 n_free = self._n_free
                 table = self._tables.get(n_free)
                 if table is None:
-                    table = self._tables[n_free] = bytes([fit if g <= n_free else 0 for g in range(256)])
+                    table = self._tables[n_free] = count_table(fit, n_free)
                 try:
                     codes = bytes(map(self.cache.gpus_l.__getitem__, self._win_ids)).translate(table)
                 except ValueError:  # a job of 256 GPUs or more: not a byte
@@ -498,7 +571,7 @@ class DecisionBuilder:
         free, up, n_res = self._arrays
         if ws is not None:
             free, n_res = ws.ctx.free, ws.n_res
-        codes = self._fit_codes()
+        codes = self._codes if self._codes is not None else self._fit_codes()
         k, win, buf = self.k, self._win_ids, self._win_buf
         row = self._code_rows.get(codes)
         if row is None:
@@ -563,7 +636,10 @@ class DecisionBuilder:
         self._demand -= len(gpus)
         if self._need_sh:
             self._n_sh = self._n_free if self._exclusive_gpus else self._count_shareable()
-        self._refresh()
+        if self.incremental_window:
+            self._refresh_taken(job.job_id)
+        else:
+            self._refresh()
         return d
 
     def action_for(self, job_id: int, gpus: tuple[int, ...]) -> int | None:
