@@ -4,10 +4,10 @@ so it adds nothing to the job's environment).
 1. It claims the launch by linking ``LAUNCH_DIR/claim`` to a file holding its pid and start time; if
    the claim exists (the service declared this launch dead after a crash), it exits without running.
 2. It runs ARGV in its own process group and ignores the stop signals itself, remembering that one
-   came. With ``--pass-stop`` (the local and Ray engines) the service signals the runner alone and the
-   runner passes the signal on to the group, but only while the job's process has not exited: a
+   came. With ``--pass-stop`` (every engine of the service) the service signals the runner alone and
+   the runner passes the signal on to the group, but only while the job's process has not exited: a
    signal that comes after the job ended by itself (while the runner has yet to record it) is no
-   stop, so a job that had finished when it came is not queued again. Without it (Slurm signals
+   stop, so a job that had finished when it came is not queued again. Without it (a signal sent to
    every process of the job) any stop signal counts. A stop that comes before the job is started
    keeps it from starting (exit 0, stopped: its next launch runs it).
 3. It writes ``LAUNCH_DIR/exit`` atomically: ``<exit code> <1 if a stop signal came first, else 0>``.

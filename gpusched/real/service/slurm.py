@@ -300,9 +300,11 @@ class SlurmClient:
         """Preempt: Slurm signals the job, requeues it and holds it until the policy releases it."""
         self.run(["scontrol", "requeuehold", str(slurm_id)])
 
-    def signal(self, slurm_id: int, name: str) -> None:
-        """Send signal ``name`` (e.g. ``TERM``) to every process of the job, batch shell included."""
-        self.run(["scancel", f"--signal={name}", "--full", str(slurm_id)])
+    def signal(self, slurm_id: int, name: str, batch_only: bool = False) -> None:
+        """Send signal ``name`` (e.g. ``TERM``) to every process of the job, batch shell included;
+        ``batch_only``: to the batch shell alone (``scancel --batch``: the launch wrapper, which the
+        service's batch scripts ``exec``, passes it on to the job's processes while the job runs)."""
+        self.run(["scancel", f"--signal={name}", "--batch" if batch_only else "--full", str(slurm_id)])
 
     def cancel(self, slurm_id: int) -> None:
         self.run(["scancel", str(slurm_id)])

@@ -5,8 +5,10 @@ submitted held with the part's GPU count and released onto exactly the node the 
 (:class:`~gpusched.real.service.slurm.SlurmClient`). The batch script runs the same launch wrapper as the other
 engines (:mod:`gpusched.real.service.runner`), so claim and exit files under ``out_dir/slurm/`` tell a
 restarted service what happened; ``out_dir`` must therefore be on a filesystem every node shares.
-Stop signals reach the job through ``scancel --signal=SIG --full`` (the preemption protocol of
-docs/DEPLOY.md), and a kill is ``scancel``. A preempted job is submitted again when the policy
+Stop signals reach the launch wrapper alone through ``scancel --signal=SIG --batch`` (the batch script
+``exec``'s it), which passes them on to the job's processes only while the job has not exited (the
+preemption protocol of docs/DEPLOY.md; a job that finished as the signal came is not queued again),
+and a kill is ``scancel``. A preempted job is submitted again when the policy
 restarts it: the service, not Slurm, keeps its restart count and its checkpoint folder.
 
 Slurm jobs that the service did not submit hold GPUs the policy must not give away:
@@ -79,7 +81,7 @@ class SlurmEngine:
         d = self.launch_dir(node, job_id, launch)
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
         Path(checkpoint_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
-        job = BatchJob(job_id, (sys.executable, RUNNER, str(d), "--", *argv), False, len(local), 1,
+        job = BatchJob(job_id, (sys.executable, RUNNER, str(d), "--pass-stop", "--", *argv), False, len(local), 1,
                        tuple(sorted(env.items())), cwd or str(self.job_dir(node, job_id)),
                        str(self.job_dir(node, job_id) / "log"))
         sid = self.client.submit_held(job, tag=f"{launch}-{node}")
@@ -115,7 +117,7 @@ class SlurmEngine:
                 # part is cancelled before it does any work; the next status reports it lost
                 self.client.cancel(sid)
             else:
-                self.client.signal(sid, signal.Signals(sig).name.removeprefix("SIG"))
+                self.client.signal(sid, signal.Signals(sig).name.removeprefix("SIG"), batch_only=True)
         except SlurmError:
             self._jobs_t = -1.0
             j = self._queue().get(sid)

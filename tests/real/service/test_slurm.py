@@ -195,6 +195,9 @@ def test_a_preempted_job_is_stopped_by_slurm_and_resumes_from_its_checkpoint(slu
     assert row is not None and row.state == "finished" and row.preemptions == 1 and row.launches == 2
     ((job, restart, first, _, _),) = done_lines(done)
     assert (job, restart) == (str(j), "1") and 0 < int(first) < 80  # resumed from its step counter
+    # the TERM went to the launch wrapper alone (scancel --batch), which passed it on: the job died of it
+    (first_exit,) = (tmp_path / "slurm" / "nodes").glob(f"*/jobs/{j}/launch-0/exit")
+    assert first_exit.read_text().split() == ["143", "1"]
 
 
 @pytest.mark.slow  # the same recovery on the local engine: test_recovery.py; foreign GPUs on Slurm: held jobs above
@@ -256,7 +259,7 @@ def test_a_stop_signal_before_the_part_started_cancels_it(tmp_path: Path) -> Non
     (eng.launch_dir("n1", 3, 0) / "claim").write_text("123 456\n")
     calls.clear()
     eng.signal("n1", 3, 0, signal.SIGTERM)
-    assert calls == [["scancel", "--signal=TERM", "--full", "7"]]
+    assert calls == [["scancel", "--signal=TERM", "--batch", "7"]]  # the wrapper alone: it passes it on
 
 
 def test_local_cluster_ports_are_distinct_free_and_below_the_ephemeral_range() -> None:
