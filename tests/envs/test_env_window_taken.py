@@ -12,16 +12,7 @@ import pytest
 import gpusched_env  # noqa: F401  (registers the envs)
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.envs.observe import DecisionBuilder
-
-
-def _window_by_definition(b: DecisionBuilder) -> list[int]:
-    gone = {d.job_id for d in b.decisions}
-    alive = [i for i in b._ids if i not in gone]
-    fifo = alive[: b.fifo_slots]
-    rank = b.cache.rank_l
-    assert rank is not None
-    rest = sorted(alive[b.fifo_slots:], key=rank.__getitem__)
-    return fifo + rest[: b.k - len(fifo)]
+from tests.envs.test_env_window_scan import _window_by_definition  # the window's definition
 
 
 @pytest.mark.parametrize(("slots", "fifo"), [(16, 8), (8, 2)])
