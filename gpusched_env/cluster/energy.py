@@ -104,14 +104,11 @@ class PowerLedger:
         types = [GPUS[t] for t in topology.gpu_types]
         f = self._f = np.zeros(5 * n + 2 * nn, dtype=np.float64)
         i = self._i = np.zeros(3 * n + nn, dtype=np.int64)
-        self.gpu_power, self.gpu_util = f[:n], f[n:2 * n]
-        self.idle_w, self.busy_w = f[2 * n:3 * n], f[3 * n:4 * n]
+        self._views()
         self.idle_w[:] = [types[t].idle_w for t in topology.gpu_type_idx]
         self.busy_w[:] = [types[t].busy_w for t in topology.gpu_type_idx]
         self.gpu_power[:] = self.idle_w
-        self.busy_mask = i[:n]  # 1 where the GPU holds a job
         i[n:2 * n] = topology.gpu_node
-        self.node_busy = i[3 * n:]  # GPUs holding jobs per node
         self._node_idle_gpu_w = np.bincount(topology.gpu_node, weights=self.idle_w, minlength=nn)
         nodes = range(nn)
         f[5 * n:5 * n + nn] = [self._node_power(m, 1) for m in nodes]  # the node term when busy
@@ -123,12 +120,16 @@ class PowerLedger:
         self.busy_gpus = 0
         self._last_t = 0.0
         self.timeline = Timeline() if timeline else None
-        self._views()
 
     def _views(self) -> None:
-        """Memoryviews of the scratch parts (GPUs, loads) and of ``gpu_power`` for scalar access
-        from Python (the same memory; a memoryview item access costs half a numpy one)."""
-        n = self._n
+        """The named views of the two arrays (module docstring), and memoryviews of the scratch
+        parts (GPUs, loads) and of ``gpu_power`` for scalar access from Python (the same memory; a
+        memoryview item access costs half a numpy one)."""
+        f, i, n = self._f, self._i, self._n
+        self.gpu_power, self.gpu_util = f[:n], f[n:2 * n]
+        self.idle_w, self.busy_w = f[2 * n:3 * n], f[3 * n:4 * n]
+        self.busy_mask = i[:n]  # 1 where the GPU holds a job
+        self.node_busy = i[3 * n:]  # GPUs holding jobs per node
         self._gpus_mv: Any = self._i.data[2 * n:3 * n]
         self._loads_mv: Any = self._f.data[4 * n:5 * n]
         self.power_mv: Any = self._f.data[:n]
@@ -142,11 +143,7 @@ class PowerLedger:
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        # the views of a pickled ledger must be views of its own arrays (pickle copies each)
-        f, i, n = self._f, self._i, self._n
-        self.gpu_power, self.gpu_util, self.idle_w, self.busy_w = f[:n], f[n:2 * n], f[2 * n:3 * n], f[3 * n:4 * n]
-        self.busy_mask, self.node_busy = i[:n], i[3 * n:]
-        self._views()
+        self._views()  # the views of a pickled ledger must be views of its own arrays (pickle copies each)
 
     def _node_power(self, node: int, busy: int) -> float:
         """Node power beside its GPUs' own. A sleeping node draws ``sleep_w`` in all, GPUs included,

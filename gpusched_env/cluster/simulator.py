@@ -569,10 +569,8 @@ class Simulator:
         power.apply_loads(k)
         power_l = power.power_mv
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
-        done, env, on_due = self.done, self.env, self._on_due
-        written = self.written_out
+        done, written = self.done, self.written_out
         round_s = self._round_s if self.model.completion_at_round else None  # completions at round boundaries
-        origin = self._first_arrival
         for jid in jobs:
             run = runs.get(jid)
             if run is None:
@@ -607,21 +605,10 @@ class Simulator:
             for g in placed:
                 watts += power_l[g] / len(resident[g])
             run.power_w = watts
-            if not written:
+            if written:
+                self._complete_after(jid, run, now, job.work_iters - done[jid], round_s)
+            else:
                 self._schedule_completion(jid, run, now)
-                continue
-            left = job.work_iters - done[jid]  # _schedule_completion and _arm, written out
-            wait = run.resume_at - now
-            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
-            if round_s:  # PAL's simulator notices completions at round boundaries (as _schedule_completion)
-                delay = round_delay(now, delay, origin, round_s)
-            due = run.due = now + delay
-            armed = run.armed_at
-            if armed is None or armed > due:
-                version = run.version = run.version + 1
-                t = run.armed_at = env.now + delay
-                heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
-                env.order += 1
         power.mark(now)
 
     def _refresh_fresh(self, gpus: set[int], now: float, started: list[int]) -> None:
@@ -656,9 +643,8 @@ class Simulator:
             power.apply_loads(k)
         power_l = power.power_mv
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
-        done, env, on_due = self.done, self.env, self._on_due
+        done = self.done
         round_s = self._round_s if self.model.completion_at_round else None
-        origin = self._first_arrival
         for jid in jobs:
             run = runs[jid]
             alloc = running[jid]
@@ -683,19 +669,24 @@ class Simulator:
                 for g in placed:
                     watts += power_l[g]
             run.power_w = watts
-            left = job.work_iters - done[jid]
-            wait = run.resume_at - now
-            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
-            if round_s:
-                delay = round_delay(now, delay, origin, round_s)
-            due = run.due = now + delay
-            armed = run.armed_at
-            if armed is None or armed > due:
-                version = run.version = run.version + 1
-                t = run.armed_at = env.now + delay
-                heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
-                env.order += 1
+            self._complete_after(jid, run, now, job.work_iters - done[jid], round_s)
         power.mark(now)
+
+    def _complete_after(self, jid: int, run: _Run, now: float, left: float, round_s: float | None) -> None:
+        """:meth:`_schedule_completion` and :meth:`_arm` written out (the same floats) for a job with
+        ``left`` iterations to go; ``round_s`` when completions wait for round boundaries."""
+        wait = run.resume_at - now
+        delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
+        if round_s:  # PAL's simulator notices completions at round boundaries (as _schedule_completion)
+            delay = round_delay(now, delay, self._first_arrival, round_s)
+        due = run.due = now + delay
+        armed = run.armed_at
+        if armed is None or armed > due:
+            version = run.version = run.version + 1
+            env = self.env
+            t = run.armed_at = env.now + delay
+            heapq.heappush(env.heap, (t, NORMAL, env.order, self._on_due, (jid, run, version)))
+            env.order += 1
 
     def _schedule_completion(self, jid: int, run: _Run, now: float) -> None:
         """Set the job's completion time. An armed event that would fire no later than the new time
