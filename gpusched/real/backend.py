@@ -28,7 +28,7 @@ import numpy as np
 from gpusched.real.devices import TELEMETRY_FIELDS, Devices
 from gpusched.real.launcher import JobHandle, NodeAgent
 from gpusched.real.models import ModelSize
-from gpusched.real.mps import MpsDaemon
+from gpusched.real.mps import MPS_CONTEXT_MB, MpsDaemon
 from gpusched.real.worker import EXIT_DONE, WorkerSpec
 from gpusched_env.allocation import ClusterState, readonly
 from gpusched_env.invariants import InvariantChecker
@@ -64,6 +64,9 @@ class RealConfig:
     max_wall_s: float = 3600.0  # the run stops here, ``incomplete`` if tracked jobs are left
     max_failures: int = 2
     mps: bool = True
+    # device memory an MPS client needs beyond its job's own mem_gb, added to its pinned-memory limit;
+    # MPS_CONTEXT_MB (gpusched/real/mps.py) says where the default was measured
+    mps_context_mb: float = MPS_CONTEXT_MB
     report_every_s: float = 0.2
     lr: float = 0.01
 
@@ -71,6 +74,8 @@ class RealConfig:
         for k in ("poll_s", "telemetry_s", "time_scale", "max_wall_s"):
             if getattr(self, k) <= 0:
                 raise ValueError(f"real.{k} must be > 0, got {getattr(self, k)}")
+        if not self.mps_context_mb >= 0:
+            raise ValueError(f"real.mps_context_mb must be >= 0 (MB), got {self.mps_context_mb}")
 
 
 @dataclass

@@ -14,6 +14,11 @@ from pathlib import Path
 from gpusched.real.commands import CommandRunner
 
 MPS_CONTROL = "nvidia-cuda-mps-control"
+# Device memory an MPS client needs beyond its job's own, added to its CUDA_MPS_PINNED_DEVICE_MEM_LIMIT. Measured
+# on one H200 (driver 580.159.04, PyTorch 2.11.0+cu130; docs/measurements/h200-mps-ray-compare/mps_mem.log): a
+# client running a small conv net, 90 MB reserved by PyTorch, failed under limits of 64-768 MB (out of memory, or
+# cublasCreate's CUBLAS_STATUS_ALLOC_FAILED) and ran under 1,024 MB, with 179 MB of it left free.
+MPS_CONTEXT_MB = 1024.0
 
 
 def client_priority_supported(driver_version: str | None) -> bool:
@@ -29,8 +34,12 @@ def client_priority_supported(driver_version: str | None) -> bool:
 class MpsDaemon:
     """Start/stop one MPS control daemon and build its clients' environment."""
 
-    def __init__(self, runner: CommandRunner, run_dir: Path, driver_version: str | None = None) -> None:
+    def __init__(self, runner: CommandRunner, run_dir: Path, driver_version: str | None = None,
+                 context_mb: float = MPS_CONTEXT_MB) -> None:
+        """``context_mb``: device memory a client needs beyond its job's own (CUDA context, library
+        workspaces), added to a job's memory in its pinned-memory limit (``real.mps_context_mb``)."""
         self.runner = runner
+        self.context_mb = context_mb
         self.pipe_dir = run_dir / "mps" / "pipe"
         self.log_dir = run_dir / "mps" / "log"
         self.priority_ok = client_priority_supported(driver_version)
@@ -68,12 +77,13 @@ class MpsDaemon:
             self.runner.run([MPS_CONTROL], self.base_env, stdin="quit\n")
 
     def client_env(self, n_gpus: int, sm_share: float, mem_gb: float, priority: int) -> dict[str, str]:
-        """MPS variables of one client: SM share (percent), pinned memory limit per visible device,
-        and priority (0 = normal for jobs with priority > 0, else 1 = below normal) where supported."""
+        """MPS variables of one client: SM share (percent), pinned memory limit per visible device
+        (``mem_gb`` plus ``context_mb``; none when ``mem_gb`` is 0), and priority (0 = normal for jobs
+        with priority > 0, else 1 = below normal) where supported."""
         env = dict(self.base_env)
         env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(max(1, min(100, round(sm_share * 100))))
         if mem_gb > 0:
-            mb = int(math.ceil(mem_gb * 1024))
+            mb = int(math.ceil(mem_gb * 1024 + self.context_mb))
             env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = ",".join(f"{i}={mb}M" for i in range(n_gpus))
         if self.priority_ok:
             env["CUDA_MPS_CLIENT_PRIORITY"] = "0" if priority > 0 else "1"

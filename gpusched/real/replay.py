@@ -86,7 +86,7 @@ def replay(
     ``progress(tracked jobs finished, wall seconds since the start)`` is called after every step."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    mps = MpsDaemon(runner, run_dir, getattr(devices, "driver_version", None))
+    mps = MpsDaemon(runner, run_dir, getattr(devices, "driver_version", None), cfg.mps_context_mb)
     backend = RealBackend(
         wl.topology, wl.jobs, wl.sizes, devices, LocalNodeAgent(runner, run_dir), run_dir, seed, cfg,
         mps=mps, slowdown=slowdown, max_jobs_per_gpu=wl.max_jobs_per_gpu,

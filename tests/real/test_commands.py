@@ -17,10 +17,13 @@ from gpusched_env.policy import run_policy
 
 
 def test_mps_client_env_and_priority_gate(tmp_path: Path) -> None:
-    mps = MpsDaemon(DryRunRunner(), tmp_path, driver_version="550.54.15")
+    mps = MpsDaemon(DryRunRunner(), tmp_path, driver_version="550.54.15", context_mb=0.0)
     env = mps.client_env(2, 0.25, 1.5, priority=1)
     assert env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
     assert env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=1536M,1=1536M"
+    # the default adds the client's own need (1,024 MB, measured on an H200) to the job's 1.5 GB
+    assert MpsDaemon(DryRunRunner(), tmp_path).client_env(1, 1.0, 1.5, 0)["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=2560M"
+    assert "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT" not in MpsDaemon(DryRunRunner(), tmp_path).client_env(1, 1.0, 0.0, 0)
     assert env["CUDA_MPS_CLIENT_PRIORITY"] == "0"
     assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps" / "pipe")
     old = MpsDaemon(DryRunRunner(), tmp_path, driver_version="535.104.05")
@@ -55,7 +58,7 @@ def test_two_jobs_shared_on_one_gpu_records_mps_and_nvml(run_dir: Path, monkeypa
         e = c.env
         assert e["CUDA_VISIBLE_DEVICES"] == "0" and e["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
         assert e["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
-        assert e["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=512M"
+        assert e["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=1536M"  # 0.5 GB + the client's 1,024 MB
         assert e["CUDA_MPS_CLIENT_PRIORITY"] == "1"
         assert e["CUDA_MPS_PIPE_DIRECTORY"] == pipe and e["GPUSCHED_TORCH_DEVICE"] == "cuda"
     nvml = {c.argv[0] for c in runner.commands("nvml")}
@@ -67,3 +70,15 @@ def test_two_jobs_shared_on_one_gpu_records_mps_and_nvml(run_dir: Path, monkeypa
     res = backend.result()
     assert all(r.finish_s is not None for r in res.records)
     assert {r.job.job_id: r.first_start_s is not None for r in res.records} == {0: True, 1: True}
+
+
+def test_replay_pins_each_client_to_its_job_memory_plus_real_mps_context_mb(run_dir: Path) -> None:
+    """An H200 ran no PyTorch client under a 512 MB limit (the job's 0.5 GB alone): the replay adds
+    ``real.mps_context_mb`` to it."""
+    from gpusched.real.replay import replay
+
+    runner = FakeWorkers(run_dir / "commands.jsonl")
+    wl = tiny_workload([(0.0, "pointnet", 20)], devices=1)
+    replay(wl, Fifo(), NvidiaDevices(runner, count=1), runner, run_dir, 0, RealConfig(mps_context_mb=256.0))
+    (spawn,) = runner.commands("spawn")
+    assert spawn.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=768M"
