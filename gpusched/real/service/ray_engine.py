@@ -16,6 +16,7 @@ node folder (:mod:`gpusched.real.service.gpus`); the agent outlives the service,
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,8 @@ class RayEngine:
         self.out = Path(out_dir).resolve()
         self.telemetry_s = telemetry_s
         self.owns_ray = not ray.is_initialized()
+        # this engine's own one-machine cluster (ray.init without an address joins RAY_ADDRESS's where set)
+        self.embedded = self.owns_ray and address is None and not os.environ.get("RAY_ADDRESS")
         if self.owns_ray:
             res = {DEVICES_RESOURCE: float(embedded_devices)} if address is None and embedded_devices else None
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, include_dashboard=False,
@@ -173,7 +176,11 @@ class RayEngine:
             self.agents.pop(name)
 
     def close(self) -> None:
-        """Disconnect (when this engine connected); the detached agents and their jobs keep running
-        for the next service."""
+        """Disconnect (when this engine connected); on a cluster joined by address the detached agents
+        and their jobs keep running for the next service. An embedded cluster ends here and takes its
+        agents and their jobs along, so the agents stop first: an MPS daemon, which runs apart from
+        its agent, would outlive them."""
         if self.owns_ray:
+            if self.embedded:
+                self.stop_agents()
             ray.shutdown()
