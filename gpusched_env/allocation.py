@@ -113,6 +113,7 @@ class ClusterState:
         self.pending_gpus = 0  # GPUs requested by the queue in all
         self.pending_sizes: dict[int, int] = {}  # GPU count -> queued jobs requesting it
         self.enqueued: list[int] = []  # every job id put in the queue, in order (arrival, preemption, requeue)
+        self.dequeued: list[int] = []  # every job id taken from the queue (started), in order
         self.running: dict[int, Allocation] = {}
         self._ro: dict[str, np.ndarray] = {}
         self._views()
@@ -202,6 +203,7 @@ class ClusterState:
             self.pending_sizes[job.num_gpus] = left
         else:
             del self.pending_sizes[job.num_gpus]
+        self.dequeued.append(job.job_id)
 
     def _pending_index(self, job: Job) -> int | None:
         """Position of ``job`` in the queue (binary search on (arrival, id)), or None."""

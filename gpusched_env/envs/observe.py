@@ -256,6 +256,7 @@ class DecisionBuilder:
     """
 
     incremental_window = True  # after a start, continue the window's ranked scan (False: rescan)
+    carried_window = True  # at the next point, carry the last point's window over (False: rescan)
 
     def __init__(
         self, view: ClusterView, options: OptionSet, k: int, fifo_slots: int, cache: JobCache
@@ -280,6 +281,9 @@ class DecisionBuilder:
         # working copy (the view's read-only arrays or the copy's own: two signatures), or None
         # before the first call (see gpusched_env.compiled.entry_point)
         self._fill: dict[bool, Callable[..., Any] | None] = {True: None, False: None}
+        self._scanned: tuple[int, int, list[int]] | None = None  # the last ranked scan (see _refresh)
+        self._gone: set[int] = set()
+        self._mark = (0, -1, 0, 0)  # at the last aim: queue length, its last queue rank, enqueued, dequeued
         self.aim(view)
 
     def aim(self, view: ClusterView) -> DecisionBuilder:
@@ -291,6 +295,10 @@ class DecisionBuilder:
         self.view = view
         cache = self.cache
         state = view._state  # noqa: SLF001 (same package: per-state constants are read once per state)
+        # the last point's window, to carry over (see _carry) when the queue only lost its starts
+        # and gained entries at its tail since
+        last = self._scanned if state is self._state and self.carried_window else None
+        started = self._gone
         if state is not self._state:
             self._state = state
             self.topo = view.topology
@@ -317,7 +325,13 @@ class DecisionBuilder:
         self._count_fit = self._count_only if simple else 0
         self._n_free = n_free = state.n_free
         self._n_sh = 0 if not self._need_sh else n_free if self._exclusive_gpus else self._count_shareable()
-        self._refresh()
+        enq, deq = state.enqueued, state.dequeued
+        if ranked is None:
+            self._refresh()
+            return self
+        if last is None or not self._carry(last, started, enq, deq):
+            self._refresh()
+        self._mark = (len(ids), cache.qrank_l[ids[-1]] if ids else -1, len(enq), len(deq))
         return self
 
     # -- working state -----------------------------------------------------------------------
@@ -390,6 +404,54 @@ class DecisionBuilder:
         self._valid: bool | None = None
         self._mask: np.ndarray | None = None
         self._obs: np.ndarray | None = None
+
+    def _carry(self, last: tuple[int, int, list[int]], gone: set[int], enq: list[int], deq: list[int]) -> bool:
+        """The window of this point from the last point's (its ranked scan ``last``, its started jobs
+        ``gone``) when the queue changed only by losing those starts and
+        gaining entries behind its last job (the state's ``dequeued`` and ``enqueued`` logs since the
+        last :meth:`aim`): the FIFO part and its last queue rank stay, the entries join the
+        least-work part by rank, and the scan's position moves to the new ranked queue. False (nothing
+        set) when the queue changed otherwise; :meth:`_refresh` then rescans. The same window
+        (``carried_window = False`` rescans at every point)."""
+        n0, last_q, n_enq, n_deq = self._mark
+        ranked = self._ranked
+        if len(deq) - n_deq != len(gone) or ranked is None:
+            return False
+        ids, new = self._ids, enq[n_enq:]
+        if len(ids) != n0 - len(gone) + len(new) or (gone and not gone.issuperset(deq[n_deq:])):
+            return False
+        cache = self.cache
+        qrank_l = cache.qrank_l
+        for i in new:  # (queue ranks ascending, after the last job's: entries at the tail)
+            q = qrank_l[i]
+            if q <= last_q:
+                return False
+            last_q = q
+        pos, cut, tail = last
+        fifo = self._win_ids[: self.fifo_slots]
+        need = self.k - len(fifo)
+        rank_l = cast("list[int]", cache.rank_l)
+        if new:
+            for i in new:  # each entry joins the least-work part at its rank, if among the first need
+                r = rank_l[i]
+                at = len(tail)
+                if at == need and r > rank_l[tail[-1]]:
+                    continue
+                while at and rank_l[tail[at - 1]] > r:
+                    at -= 1
+                tail.insert(at, i)
+                if len(tail) > need:
+                    tail.pop()
+        # ranks up to the last one taken are read (taken or in the FIFO part); none left when short
+        pos = bisect.bisect_right(ranked, rank_l[tail[-1]]) if len(tail) == need else len(ranked)
+        self._scanned = (pos, cut, tail)
+        self._win_ids = fifo + tail
+        self._fit = None
+        self._codes = None
+        self._valid = None
+        self._mask = None
+        self._obs = None
+        return True
 
     def _scan_on(self, tail: list[int], pos: int, cut: int, need: int) -> int:
         """Go on with the ranked scan from ``pos``, appending to ``tail`` the jobs after the FIFO

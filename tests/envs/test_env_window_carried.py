@@ -1,0 +1,76 @@
+"""The window carried from one candidate decision point to the next (``DecisionBuilder._carry``)
+equals the window rescanned at every point (``carried_window = False``) and its definition, at
+every candidate point: those passed over (no valid start) as well as those the agent sees."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import gpusched_env  # noqa: F401  (registers the envs)
+from gpusched_env.envs import ClusterEnv
+from gpusched_env.envs.observe import DecisionBuilder
+from tests.envs.test_env_window_scan import _window_by_definition  # the window's definition
+
+
+@pytest.mark.parametrize(("slots", "fifo"), [(16, 8), (8, 2)])
+def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: int) -> None:
+    """pal_philly, two envs stepped with the same random actions, one carrying the window from
+    point to point and one rescanning: at every aim (every candidate point) the same window, scan
+    position and validity, equal to the definition; carried windows with and without new queue
+    entries and with starts taken at the point before, and rescans, all seen."""
+    envs = [gym.make("gpusched/Cluster-v0", scenario="pal_philly", queue_slots=slots, fifo_slots=fifo)
+            for _ in range(2)]
+    us = [e.unwrapped for e in envs]
+    assert all(isinstance(u, ClusterEnv) for u in us)
+    aims: dict[int, list[tuple[Any, ...]]] = {0: [], 1: []}
+    seen: Counter[str] = Counter()
+    aim, carry = DecisionBuilder.aim, DecisionBuilder._carry
+
+    def recorded(self: DecisionBuilder, view: Any) -> DecisionBuilder:
+        out = aim(self, view)
+        side = 1 if self.cache is us[1]._jobs else 0  # (one job cache per env, across its runs)
+        scanned = self._scanned
+        aims[side].append((list(self._win_ids), None if scanned is None else (scanned[0], scanned[1], list(scanned[2])),
+                           self.any_valid()))
+        assert self._win_ids == _window_by_definition(self)
+        return out
+
+    def counted(self: DecisionBuilder, last: Any, gone: set[int], enq: list[int], deq: list[int]) -> bool:
+        n_new, n_gone = len(enq) - self._mark[2], len(gone)
+        ok = carry(self, last, gone, enq, deq)
+        seen[f"carried{'+new' if n_new else ''}{'+gone' if n_gone else ''}" if ok else "rescanned"] += 1
+        return ok
+
+    DecisionBuilder.aim = recorded  # type: ignore[method-assign]
+    DecisionBuilder._carry = counted  # type: ignore[method-assign]
+    rng = np.random.default_rng(7)
+    try:
+        for ep in range(2):
+            infos = [e.reset(seed=ep, options={"workload": 2 + ep, "run_seed": 40 + ep})[1] for e in envs]
+            for _ in range(400):
+                if us[0]._over:
+                    break
+                b1 = us[1]._point
+                assert b1 is not None
+                b1.carried_window = False
+                valid = np.flatnonzero(infos[0]["action_mask"])
+                a = int(valid[int(rng.random() * valid.size)])
+                outs = [e.step(a) for e in envs]
+                assert outs[0][1] == outs[1][1] and outs[0][2] == outs[1][2]
+                assert (outs[0][0] == outs[1][0]).all()
+                infos = [o[4] for o in outs]
+                assert (infos[0]["action_mask"] == infos[1]["action_mask"]).all()
+    finally:
+        DecisionBuilder.aim = aim  # type: ignore[method-assign]
+        DecisionBuilder._carry = carry  # type: ignore[method-assign]
+    assert len(aims[0]) == len(aims[1]) > 300
+    assert aims[0] == aims[1]
+    passed_over = sum(not v for _, _, v in aims[0])
+    assert passed_over > 50, passed_over
+    assert seen["carried"] > 20 and seen["carried+new"] > 20 and seen["carried+gone"] > 20, seen
+    assert seen["carried+new+gone"] > 0 and seen["rescanned"] > 0, seen
