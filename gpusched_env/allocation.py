@@ -210,7 +210,7 @@ class ClusterState:
         ids = self.pending_ids
         if ids and ids[0] == job.job_id:
             return 0
-        i = bisect.bisect_left(self._pending_keys, _pending_key(job), self._k0) - self._k0
+        i = bisect.bisect_left(self._pending_keys, (job.arrival_s, job.job_id), self._k0) - self._k0  # (_pending_key)
         return i if i < len(ids) and ids[i] == job.job_id else None
 
     def is_pending(self, job_id: int) -> bool:

@@ -44,7 +44,7 @@ from gpusched_env.run_rules import (
     deadline_met,
 )
 from gpusched_env.topology import Topology
-from gpusched_env.types import Decision, Job, JobRecord
+from gpusched_env.types import _CLASS_INDEX, Decision, Job, JobRecord
 from gpusched_env.view import ClusterView, JobProgress, readonly
 
 _EXACT_TICKS = 10_000
@@ -554,7 +554,7 @@ class Simulator:
             if run is not None and run.last_t != now:  # (a job started now is settled)
                 self._settle(jid, now)
         power = self.power
-        gpu_of, load_of = power.scratch()  # the loads, written for one compiled call
+        gpu_of, load_of = power._gpus_mv, power._loads_mv  # (power.scratch())  # the loads, written for one compiled call
         k = 0
         for g in gpus:
             here = resident[g]
@@ -624,7 +624,7 @@ class Simulator:
         state, runs, speed = self.state, self.runs, self.speed
         resident, running = state.resident, state.running
         jobs: set[int] = set()  # (filled in the order _refresh fills it: the same iteration order)
-        gpu_of, load_of = power.scratch()
+        gpu_of, load_of = power._gpus_mv, power._loads_mv  # (power.scratch())
         k = 0
         if len(started) == 1 and not running[started[0]].sharing.is_mps:
             jobs.add(started[0])
@@ -643,7 +643,7 @@ class Simulator:
             power.apply_loads(k)
         power_l = power.power_mv
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
-        done = self.done
+        done, class_of = self.done, _CLASS_INDEX
         round_s = self._round_s if self.model.completion_at_round else None
         for jid in jobs:
             run = runs[jid]
@@ -652,7 +652,9 @@ class Simulator:
             job = jobs_of[jid]
             watts = 0.0  # (its one job's share of each GPU: the GPU's power / 1)
             if job.pipeline is None and not alloc.sharing.is_mps:
-                c = job.class_index
+                c = class_of.get(job.perf_class)  # (job.class_index without its call)
+                if c is None:
+                    c = job.class_index  # (its error)
                 w = -math.inf
                 for g in placed:  # its slowest GPU, and its power
                     v = slow[g][c]
@@ -750,7 +752,7 @@ class Simulator:
             self._tracked_left -= 1
         placed = alloc.gpus
         gpus = {placed[0]} if len(placed) == 1 else set(placed)
-        resident, gpu_of = state.resident, power.scratch()[0]
+        resident, gpu_of = state.resident, power._gpus_mv  # (power.scratch()[0])
         k = 0
         for g in gpus:  # (written in the set's order for the compiled call below)
             if resident[g]:  # jobs stay on its GPUs: re-time them

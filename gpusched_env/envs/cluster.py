@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from itertools import compress
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -412,7 +412,7 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         assert sim is not None
         again = b.any_valid()  # (read before the batch is applied: the builder reads the queue in place)
         if b.decisions:
-            sim.apply(cast("list[Decision]", b.decisions))  # (the builder's next point starts a new list)
+            sim.apply(b.decisions)  # type: ignore[arg-type]  # (Starts; the builder's next point starts a new list)
             self._jobs.dequeued(map(_JOB_ID, b.decisions))
         if again:
             sim.wake_next_round()

@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from gpusched_env.envs.kernels import (
 from gpusched_env.envs.options import MASK_MEMO_MAX, OptionSet, WorkingState
 from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
-from gpusched_env.types import Job, Start
+from gpusched_env.types import WHOLE_GPU, Job, Start
 from gpusched_env.view import ClusterView
 
 _FIELDS = tuple(map(attrgetter, ("job_id", "num_gpus", "work_iters", "mem_gb", "arrival_s", "model", "perf_class",
@@ -57,6 +57,10 @@ _FIELDS = tuple(map(attrgetter, ("job_id", "num_gpus", "work_iters", "mem_gb", "
 
 __all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
+_new = object.__new__
+_set_job, _set_gpus, _set_sharing = (vars(Start)[n].__set__ for n in ("job_id", "gpus", "sharing"))
+"""A :class:`Start` built field by field through its slots (what the frozen dataclass's ``__init__``
+does, without its call and ``object.__setattr__`` look-ups; the same object)."""
 _F32 = np.dtype(np.float32)
 
 
@@ -193,10 +197,14 @@ class JobCache:
     def queue_ranks(self, view: ClusterView) -> list[int] | None:
         """The ranks of the view's queued jobs, ascending (a list this cache keeps updating: copy
         it to keep it); None when the run's jobs are not ranked (not filled for the whole run)."""
+        return self._queue_ranks(view.enqueued, view.pending_ids)
+
+    def _queue_ranks(self, enq: Sequence[int], ids: Sequence[int]) -> list[int] | None:
+        """:meth:`queue_ranks` of a queue ``ids`` and its log of entries ``enq`` (the view's)."""
         rank_l = self.rank_l
         if rank_l is None:
             return None
-        enq, ranked, ids = view.enqueued, self._ranked, view.pending_ids
+        ranked = self._ranked
         if enq is not self._enq:  # another run's state: start from its queue
             self._enq, self._enq_seen = enq, len(enq)
             ranked[:] = sorted(map(rank_l.__getitem__, ids))
@@ -317,15 +325,15 @@ class DecisionBuilder:
             cache.see(ids, view)
         self._ids: Sequence[int] = ids  # this point's queue (read in place, see above)
         self._order: list[int] | None = None  # pending positions past the FIFO part by work (stable)
-        ranked = cache.queue_ranks(view)  # kept in step with the queue at every point
+        enq, deq = state.enqueued, state.dequeued
+        ranked = cache._queue_ranks(enq, ids)  # kept in step with the queue at every point
         self._ranked = None if ranked is None or len(ids) <= self.fifo_slots else ranked
-        self._gone: set[int] = set()  # job ids started in this batch
+        self._gone = set()  # job ids started in this batch
         self._demand = float(state.pending_gpus)
         self._simple = simple = not cache.constrained
         self._count_fit = self._count_only if simple else 0
         self._n_free = n_free = state.n_free
         self._n_sh = 0 if not self._need_sh else n_free if self._exclusive_gpus else self._count_shareable()
-        enq, deq = state.enqueued, state.dequeued
         if ranked is None:
             self._refresh()
             return self
@@ -370,7 +378,7 @@ class DecisionBuilder:
         else:
             win = list(islice(ids, f))
         need = self.k - len(win)
-        self._scanned: tuple[int, int, list[int]] | None = None  # no ranked scan to continue
+        self._scanned = None  # no ranked scan to continue
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
             ranked = self._ranked
             if ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
@@ -414,38 +422,31 @@ class DecisionBuilder:
         set) when the queue changed otherwise; :meth:`_refresh` then rescans. The same window
         (``carried_window = False`` rescans at every point)."""
         n0, last_q, n_enq, n_deq = self._mark
-        ranked = self._ranked
-        if len(deq) - n_deq != len(gone) or ranked is None:
+        ranked, ng = self._ranked, len(gone)
+        if ranked is None or len(deq) - n_deq != ng:
             return False
-        ids, new = self._ids, enq[n_enq:]
-        if len(ids) != n0 - len(gone) + len(new) or (gone and not gone.issuperset(deq[n_deq:])):
+        n_new = len(enq) - n_enq
+        if len(self._ids) != n0 - ng + n_new or (ng and not gone.issuperset(deq[n_deq:])):
             return False
-        cache = self.cache
-        qrank_l = cache.qrank_l
-        for i in new:  # (queue ranks ascending, after the last job's: entries at the tail)
-            q = qrank_l[i]
-            if q <= last_q:
-                return False
-            last_q = q
-        pos, cut, tail = last
-        fifo = self._win_ids[: self.fifo_slots]
-        need = self.k - len(fifo)
-        rank_l = cast("list[int]", cache.rank_l)
-        if new:
-            for i in new:  # each entry joins the least-work part at its rank, if among the first need
-                r = rank_l[i]
-                at = len(tail)
-                if at == need and r > rank_l[tail[-1]]:
-                    continue
-                while at and rank_l[tail[at - 1]] > r:
-                    at -= 1
-                tail.insert(at, i)
-                if len(tail) > need:
-                    tail.pop()
-        # ranks up to the last one taken are read (taken or in the FIFO part); none left when short
-        pos = bisect.bisect_right(ranked, rank_l[tail[-1]]) if len(tail) == need else len(ranked)
-        self._scanned = (pos, cut, tail)
-        self._win_ids = fifo + tail
+        pos, cut, tail = last  # (tail: this list is the last point's; on False _refresh starts anew)
+        need, rank_l = self.k - self.fifo_slots, self.cache.rank_l
+        assert rank_l is not None  # (ranked: the run's jobs are ranked)
+        if n_new:
+            qrank_l, key = self.cache.qrank_l, rank_l.__getitem__
+            for i in enq[n_enq:]:
+                q = qrank_l[i]
+                if q <= last_q:  # (queue ranks ascending, after the last job's: entries at the tail)
+                    return False
+                last_q = q
+                if len(tail) < need or key(i) < key(tail[-1]):  # among the first need: joins at its rank
+                    bisect.insort(tail, i, key=key)
+                    if len(tail) > need:
+                        tail.pop()
+        if n_new or ng:  # (else the same queue: the same window and scan)
+            # ranks up to the last one taken are read (taken or in the FIFO part); all when short
+            pos = bisect.bisect_right(ranked, rank_l[tail[-1]]) if len(tail) == need else len(ranked)
+            self._scanned = (pos, cut, tail)
+            self._win_ids = self._win_ids[: self.fifo_slots] + tail
         self._fit = None
         self._codes = None
         self._valid = None
@@ -459,7 +460,8 @@ class DecisionBuilder:
         the last rank read."""
         cache, gone = self.cache, self._gone
         by_rank, qbr = cache.by_rank, cache.qrank_by_rank
-        ranked = cast("list[int]", self._ranked)
+        ranked = self._ranked
+        assert ranked is not None  # (called when a ranked scan is continued)
         for r in islice(ranked, pos, None):
             if qbr[r] > cut:
                 i = by_rank[r]
@@ -495,7 +497,7 @@ class DecisionBuilder:
             fifo = win[:nf]
             tail.remove(job_id)
         need = self.k - len(fifo)
-        if len(tail) < need and pos < len(cast("list[int]", self._ranked)):
+        if len(tail) < need and pos < len(self._ranked):  # type: ignore[arg-type]  # (scanned: ranked)
             pos = self._scan_on(tail, pos, cut, need)
         self._scanned = (pos, cut, tail)
         self._win_ids = fifo + tail
@@ -692,7 +694,10 @@ class DecisionBuilder:
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
         self._n_free -= ws.take(job, gpus)
-        d = Start(job.job_id, gpus)
+        d = _new(Start)  # Start(job.job_id, gpus), field by field
+        _set_job(d, job.job_id)
+        _set_gpus(d, gpus)
+        _set_sharing(d, WHOLE_GPU)
         self.decisions.append(d)
         self._gone.add(job.job_id)
         self._demand -= len(gpus)

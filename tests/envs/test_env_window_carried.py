@@ -14,6 +14,8 @@ import pytest
 import gpusched_env  # noqa: F401  (registers the envs)
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.envs.observe import DecisionBuilder
+from gpusched_env.envs.options import OptionSet
+from gpusched_env.types import WHOLE_GPU, Start
 from tests.envs.test_env_window_scan import _window_by_definition  # the window's definition
 
 
@@ -46,6 +48,17 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
         seen[f"carried{'+new' if n_new else ''}{'+gone' if n_gone else ''}" if ok else "rescanned"] += 1
         return ok
 
+    placed: list[tuple[int, ...]] = []
+    place = OptionSet.place
+    starts = 0
+
+    def placed_by(self: OptionSet, *a: Any) -> tuple[int, ...] | None:
+        out = place(self, *a)
+        if out is not None:
+            placed.append(out)
+        return out
+
+    OptionSet.place = placed_by  # type: ignore[method-assign]
     DecisionBuilder.aim = recorded  # type: ignore[method-assign]
     DecisionBuilder._carry = counted  # type: ignore[method-assign]
     rng = np.random.default_rng(7)
@@ -58,9 +71,16 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
                 b1 = us[1]._point
                 assert b1 is not None
                 b1.carried_window = False
+                b0 = us[0].builder
+                assert b0 is not None
                 valid = np.flatnonzero(infos[0]["action_mask"])
                 a = int(valid[int(rng.random() * valid.size)])
+                decs, placed[:] = b0.decisions, []
+                jid = b0._win_ids[a // b0.n_opts] if a != b0.done_action else -1
                 outs = [e.step(a) for e in envs]
+                if jid >= 0:  # the start built field by field: as Start(job_id, gpus) with the placed GPUs
+                    assert decs[-1] == Start(jid, placed[0]) and decs[-1].sharing is WHOLE_GPU
+                    starts += 1
                 assert outs[0][1] == outs[1][1] and outs[0][2] == outs[1][2]
                 assert (outs[0][0] == outs[1][0]).all()
                 infos = [o[4] for o in outs]
@@ -68,6 +88,8 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
     finally:
         DecisionBuilder.aim = aim  # type: ignore[method-assign]
         DecisionBuilder._carry = carry  # type: ignore[method-assign]
+        OptionSet.place = place  # type: ignore[method-assign]
+    assert starts > 100, starts
     assert len(aims[0]) == len(aims[1]) > 300
     assert aims[0] == aims[1]
     passed_over = sum(not v for _, _, v in aims[0])
