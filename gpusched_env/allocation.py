@@ -331,7 +331,8 @@ class ClusterState:
             return Applied()
         starts = self._plain_starts(decisions)
         if starts is not None:  # shown valid: the checks below would pass
-            applied = Applied(plain=True)
+            applied = _new(Applied)  # Applied(plain=True), its fields set here (no __init__ call)
+            applied.started, applied.preempted, applied.migrated, applied.plain = [], [], [], True
             running, started = self.running, applied.started
             for job, s in starts:
                 self._dequeue(job)

@@ -398,9 +398,20 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         """The simulator's wake filter: build this point's decision and keep it if a start is valid."""
         sim = self.sim
         assert sim is not None
-        if not self._may_start(sim):
+        state = sim.state  # _may_start, written out
+        if not state.pending:
             return False
-        builder = self._aim(sim)
+        room = state.n_free
+        if self._shares:
+            room = max(room, int(np.count_nonzero(state.up & (state.n_resident < state.max_jobs_per_gpu))))
+        if room == 0 or min(state.pending_sizes) > room:
+            return False
+        view, b = self._point_view, self._point
+        if view is not None and b is not None:  # _aim's common case, written out
+            view.now = sim.env.now
+            builder = b.aim(view)
+        else:
+            builder = self._aim(sim)
         if not builder.any_valid():
             return False
         self.builder = builder
