@@ -182,9 +182,13 @@ class ClusterState:
         self.pending_sizes[job.num_gpus] = self.pending_sizes.get(job.num_gpus, 0) + 1
 
     def _dequeue(self, job: Job) -> None:
-        i = self._pending_index(job)
-        if i is None:
-            raise InvalidDecision("job-not-pending", f"job {job.job_id} is not in the queue")
+        jid, ids = job.job_id, self.pending_ids
+        if ids and ids[0] == jid:  # (_pending_index, written out)
+            i = 0
+        else:
+            i = bisect.bisect_left(self._pending_keys, (job.arrival_s, jid), self._k0) - self._k0
+            if not (i < len(ids) and ids[i] == jid):
+                raise InvalidDecision("job-not-pending", f"job {jid} is not in the queue")
         if i == 0:
             self.pending.popleft()
             self.pending_ids.popleft()
@@ -396,6 +400,7 @@ class ClusterState:
         ids: set[int] = set()
         used: set[int] = set()
         out: list[tuple[Job, Start]] = []
+        queue, keys, k0 = self.pending_ids, self._pending_keys, self._k0
         for d in decisions:
             if type(d) is not Start:
                 return None
@@ -412,8 +417,10 @@ class ClusterState:
                 if up is not None and not up[g]:
                     return None
                 used.add(g)
-            if self._pending_index(job) is None:
-                return None
+            if not (queue and queue[0] == jid):  # queued: _pending_index, written out
+                i = bisect.bisect_left(keys, (job.arrival_s, jid), k0) - k0
+                if not (i < len(queue) and queue[i] == jid):
+                    return None
             ids.add(jid)
             out.append((job, d))
         return out

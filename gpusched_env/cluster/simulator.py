@@ -619,8 +619,7 @@ class Simulator:
         each of its GPUs gets its utilisation (one load for the compiled call)."""
         if not gpus:
             return
-        power = self.power
-        power.account(now)
+        power = self.power  # (accounted, loaded and marked at now in one call below: power.change)
         state, runs, speed = self.state, self.runs, self.speed
         resident, running = state.resident, state.running
         jobs: set[int] = set()  # (filled in the order _refresh fills it: the same iteration order)
@@ -631,7 +630,7 @@ class Simulator:
             for g in gpus:
                 gpu_of[k] = g
                 k += 1
-            power.apply_loads(k, runs[started[0]].util)
+            power.change(now, k, runs[started[0]].util)
         else:
             add = jobs.add
             for g in gpus:
@@ -640,7 +639,7 @@ class Simulator:
                 gpu_of[k] = g
                 load_of[k] = speed.shared_util(g) if running[jid].sharing.is_mps else runs[jid].util
                 k += 1
-            power.apply_loads(k)
+            power.change(now, k)
         power_l = power.power_mv
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
         done, class_of = self.done, _CLASS_INDEX
@@ -672,7 +671,6 @@ class Simulator:
                     watts += power_l[g]
             run.power_w = watts
             self._complete_after(jid, run, now, job.work_iters - done[jid], round_s)
-        power.mark(now)
 
     def _complete_after(self, jid: int, run: _Run, now: float, left: float, round_s: float | None) -> None:
         """:meth:`_schedule_completion` and :meth:`_arm` written out (the same floats) for a job with
@@ -724,8 +722,7 @@ class Simulator:
         if run.due > now:  # slowed down since the event was armed: fire again when really done
             self._arm(jid, run, run.due - now)
             return
-        power = self.power
-        power.account(now)
+        power = self.power  # (accounted to now below, before its loads change)
         state = self.state
         job = state.jobs[jid]
         rec = self.records[jid]
@@ -740,7 +737,8 @@ class Simulator:
                 rec.energy_j += dt * run.power_w
             run.last_t = now
         self.done[jid] = job.work_iters
-        alloc = state.finish(jid)
+        alloc = state.running.pop(jid)  # state.finish(jid), written out
+        state._place(state.jobs.pop(jid), alloc.gpus, -1)
         del self.runs[jid]
         self._last_gpus.pop(jid, None)
         if not self.written_out:
@@ -756,13 +754,12 @@ class Simulator:
         k = 0
         for g in gpus:  # (written in the set's order for the compiled call below)
             if resident[g]:  # jobs stay on its GPUs: re-time them
-                self._refresh(gpus, now)
+                self._refresh(gpus, now)  # (accounts to now first)
                 break
             gpu_of[k] = g
             k += 1
-        else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
-            power.apply_loads(k, NO_JOB)
-            power.mark(now)
+        else:  # its GPUs are empty now: what _refresh does for them (account, loads, mark)
+            power.change(now, k, NO_JOB)
         self._trigger |= self._events
         self.completed.append(jid)
         if self.checker is not None:

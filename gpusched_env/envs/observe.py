@@ -292,6 +292,8 @@ class DecisionBuilder:
         self._scanned: tuple[int, int, list[int]] | None = None  # the last ranked scan (see _refresh)
         self._gone: set[int] = set()
         self._mark = (0, -1, 0, 0)  # at the last aim: queue length, its last queue rank, enqueued, dequeued
+        self.view = view
+        self._power_w = view.gpu_power_w
         self.aim(view)
 
     def aim(self, view: ClusterView) -> DecisionBuilder:
@@ -300,6 +302,8 @@ class DecisionBuilder:
         candidate point. The builder reads the view's queue and the cache's ranked queue in place
         (no copies): it is valid until the backend applies a batch or the cache moves to another
         point, as the view itself is."""
+        if view is not self.view:
+            self._power_w = view.gpu_power_w  # (a view's arrays stay its own)
         self.view = view
         cache = self.cache
         state = view._state  # noqa: SLF001 (same package: per-state constants are read once per state)
@@ -314,6 +318,7 @@ class DecisionBuilder:
             self._exclusive_gpus = view.max_jobs_per_gpu == 1
             self._arrays = (view.free, view.up, view.n_resident)  # read-only views, updated in place
             self._running: Mapping[int, object] = state.running  # (the live dict, read only here: no proxy per read)
+            self._jobs_of: Mapping[int, Job] = state.jobs  # (view.job's dict)
             self._tables.clear()
             # the fit code of a fitting job when fitting is a GPU count (see _fit_codes), else 0
             self._count_only = ((3 if self._need_sh else 1) if (not self._need_sh or self._exclusive_gpus)
@@ -517,10 +522,22 @@ class DecisionBuilder:
         """(K x P + 1,) bool. The last entry ("done") is True except when the cluster would sit
         idle: nothing running, nothing started in this batch, and some start valid (work-conserving
         rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
-        if self._mask is not None:
-            return self._mask
+        if self._mask is None:
+            self._mask = self.take_mask()
+        return self._mask
+
+    def take_mask(self) -> np.ndarray:
+        """:meth:`mask`, handed over: the caller owns the array (no copy; a later call before the
+        next action builds a new one)."""
+        m = self._mask
+        if m is not None:
+            self._mask = None
+            return m
         codes = self._codes if self._codes is not None else self._fit_codes()
-        done = self._done_valid()
+        valid = self._valid
+        if valid is None:
+            valid = self.any_valid()
+        done = bool(self.decisions or self._running or not valid)  # (_done_valid, written out)
         memo = self._masks[done]  # the masks of the window patterns seen, by fit codes: copied out
         m = memo.get(codes)
         if m is None:
@@ -532,15 +549,7 @@ class DecisionBuilder:
                 buf[: len(body)] = body
             buf[-1] = done
             m = memo[codes] = np.frombuffer(bytes(buf), dtype=np.bool_)  # read-only
-        m = self._mask = m.copy()
-        return m
-
-    def take_mask(self) -> np.ndarray:
-        """:meth:`mask`, handed over: the caller owns the array (no copy; a later call before the
-        next action builds a new one)."""
-        m = self.mask()
-        self._mask = None
-        return m
+        return m.copy()
 
     def _done_valid(self) -> bool:
         """The mask's last entry: "done" is valid unless the cluster would sit idle."""
@@ -617,7 +626,9 @@ class DecisionBuilder:
         """Whether some start is valid now (the mask without "done" has a True)."""
         valid = self._valid
         if valid is None:
-            codes = self._fit_codes()
+            codes = self._codes
+            if codes is None:
+                codes = self._fit_codes()
             if not self._need_sh or self.options.any_exclusive:  # some slot fits some option
                 valid = any(codes)
             else:  # only shared options: some slot fits a shared one
@@ -629,8 +640,17 @@ class DecisionBuilder:
     def observe(self) -> np.ndarray:
         """The observation (module docstring), computed in one compiled call and cached until the
         next action."""
-        if self._obs is not None:
-            return self._obs
+        if self._obs is None:
+            self._obs = self.take_observation()
+        return self._obs
+
+    def take_observation(self) -> np.ndarray:
+        """:meth:`observe`, handed over: the caller owns the array (no copy; a later call before
+        the next action computes a new one)."""
+        obs = self._obs
+        if obs is not None:
+            self._obs = None
+            return obs
         view, lay, ws, cache = self.view, self._lay, self._ws, self.cache
         free, up, n_res = self._arrays
         if ws is not None:
@@ -648,7 +668,7 @@ class DecisionBuilder:
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
         obs = np.empty(lay.size + k * SLOT_FEATURES + GLOBAL_FEATURES, _F32)
         args = (  # the global row's scalars one by one (a tuple argument costs more to pass)
-            obs, lay.gpu_node, lay.node_scale, free, up, view.gpu_power_w, n_res, view.slowdown,
+            obs, lay.gpu_node, lay.node_scale, free, up, self._power_w, n_res, view.slowdown,
             cache.slot, self._win_np,  # k ids (-1: none), then k fit codes
             now / 3600.0, self._n_free,
             math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
@@ -661,14 +681,6 @@ class DecisionBuilder:
             self._fill[ws is None] = entry_point(fill_observation, args)
         else:
             fill(*args)
-        self._obs = obs
-        return obs
-
-    def take_observation(self) -> np.ndarray:
-        """:meth:`observe`, handed over: the caller owns the array (no copy; a later call before
-        the next action computes a new one)."""
-        obs = self.observe()
-        self._obs = None
         return obs
 
     # -- actions -----------------------------------------------------------------------------
@@ -688,7 +700,7 @@ class DecisionBuilder:
         codes = self._codes if self._codes is not None else self._fit_codes()
         if slot >= len(codes) or not codes[slot] & options.fit_bits[opt]:  # (valid, written out)
             return None
-        job = self.view.job(self._win_ids[slot])
+        job = self._jobs_of[self._win_ids[slot]]  # (view.job)
         ws = self._ws if self._ws is not None else self.ws
         gpus = options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
