@@ -423,7 +423,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         """Apply this point's starts; ask for the next round tick if a start is still possible."""
         sim = self.sim
         assert sim is not None
-        again = b.any_valid()  # (read before the batch is applied: the builder reads the queue in place)
+        again = b._valid  # any_valid(), kept from the step (read before the batch is applied: the
+        if again is None:  # builder reads the queue in place)
+            again = b.any_valid()
         if b.decisions:
             sim.apply(b.decisions)  # type: ignore[arg-type]  # (Starts; the builder's next point starts a new list)
             self._jobs.dequeued(map(_JOB_ID, b.decisions))

@@ -628,7 +628,15 @@ class DecisionBuilder:
         if valid is None:
             codes = self._codes
             if codes is None:
-                codes = self._fit_codes()
+                fit = self._count_fit
+                table = self._tables.get(self._n_free) if fit else None
+                if table is not None:  # _fit_codes' count-only codes, written out (its table made)
+                    try:
+                        codes = self._codes = bytes(map(self.cache.gpus_l.__getitem__, self._win_ids)).translate(table)
+                    except ValueError:
+                        codes = self._fit_codes()
+                else:
+                    codes = self._fit_codes()
             if not self._need_sh or self.options.any_exclusive:  # some slot fits some option
                 valid = any(codes)
             else:  # only shared options: some slot fits a shared one

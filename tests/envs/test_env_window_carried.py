@@ -40,6 +40,9 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
         aims[side].append((list(self._win_ids), None if scanned is None else (scanned[0], scanned[1], list(scanned[2])),
                            self.any_valid()))
         assert self._win_ids == _window_by_definition(self)
+        fit, sizes = self._count_fit, [self.cache.gpus_l[i] for i in self._win_ids]
+        assert fit and self._codes == bytes(fit if g <= self._n_free else 0 for g in sizes)  # (count-only codes)
+        assert aims[side][-1][2] == any(g <= self._n_free for g in sizes)
         return out
 
     def counted(self: DecisionBuilder, last: Any, gone: set[int], enq: list[int], deq: list[int]) -> bool:
