@@ -265,6 +265,7 @@ class DecisionBuilder:
 
     incremental_window = True  # after a start, continue the window's ranked scan (False: rescan)
     carried_window = True  # at the next point, carry the last point's window over (False: rescan)
+    reuse_working_state = True  # a point's working copy made anew in the last one's objects (False: new)
 
     def __init__(
         self, view: ClusterView, options: OptionSet, k: int, fifo_slots: int, cache: JobCache
@@ -294,6 +295,7 @@ class DecisionBuilder:
         self._mark = (0, -1, 0, 0)  # at the last aim: queue length, its last queue rank, enqueued, dequeued
         self.view = view
         self._power_w = view.gpu_power_w
+        self._spare: WorkingState | None = None  # the working copy of the last point that made one
         self.aim(view)
 
     def aim(self, view: ClusterView) -> DecisionBuilder:
@@ -351,9 +353,15 @@ class DecisionBuilder:
     @property
     def ws(self) -> WorkingState:
         """The cluster as the starts taken so far leave it (made on first use)."""
-        if self._ws is None:
-            self._ws = WorkingState(PlacementContext(self.view))
-        return self._ws
+        ws = self._ws
+        if ws is None:
+            ws = self._spare  # the last point's, made anew when it works on the same view
+            if ws is not None and ws.ctx.view is self.view and self.reuse_working_state:
+                ws.reset()
+            else:
+                ws = self._spare = WorkingState(PlacementContext(self.view))
+            self._ws = ws
+        return ws
 
     def _count_shareable(self) -> int:
         """GPUs with a free job slot (= free GPUs on exclusive clusters)."""

@@ -1,6 +1,7 @@
 """The window carried from one candidate decision point to the next (``DecisionBuilder._carry``)
 equals the window rescanned at every point (``carried_window = False``) and its definition, at
-every candidate point: those passed over (no valid start) as well as those the agent sees."""
+every candidate point: those passed over (no valid start) as well as those the agent sees; a
+point's working copy made anew in the last one's objects (``WorkingState.reset``) equals a new one."""
 
 from __future__ import annotations
 
@@ -74,6 +75,7 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
                 b1 = us[1]._point
                 assert b1 is not None
                 b1.carried_window = False
+                b1.reuse_working_state = False
                 b0 = us[0].builder
                 assert b0 is not None
                 valid = np.flatnonzero(infos[0]["action_mask"])
@@ -99,3 +101,35 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
     assert passed_over > 50, passed_over
     assert seen["carried"] > 20 and seen["carried+new"] > 20 and seen["carried+gone"] > 20, seen
     assert seen["carried+new+gone"] > 0 and seen["rescanned"] > 0, seen
+
+
+def test_working_state_reset_equals_a_new_one() -> None:
+    """pal_philly at its first point: a working copy after two starts (memory and added utilisation
+    read, so made) differs from a new one; reset, it equals a new one in every array, and the
+    builder's next point reuses its objects."""
+    from gpusched_env.envs.options import WorkingState
+    from gpusched_env.placement import PlacementContext
+
+    env = gym.make("gpusched/Cluster-v0", scenario="pal_philly")
+    u = env.unwrapped
+    assert isinstance(u, ClusterEnv)
+    env.reset(seed=0, options={"workload": 0, "run_seed": 3})
+    b = u.builder
+    assert b is not None
+    ws = b.ws
+    free = np.flatnonzero(ws.ctx.free)
+    for jid, gpus in ((b._win_ids[0], free[:2]), (b._win_ids[0], free[2:3])):  # (the same job twice)
+        ws.take(b._jobs_of[jid], tuple(int(g) for g in gpus))
+    arrays = ("ctx.free", "n_res", "mem_used", "added_util", "high_priority")
+
+    def values(w: WorkingState) -> list[list[float]]:
+        return [np.asarray(w.ctx.free if a == "ctx.free" else getattr(w, a), dtype=float).tolist() for a in arrays]
+
+    new = values(WorkingState(PlacementContext(b.view)))
+    taken = values(ws)
+    assert taken[0] != new[0] and taken[1] != new[1] and taken[3] != new[3]
+    assert sum(new[0]) - sum(taken[0]) == 3 and sum(taken[1]) - sum(new[1]) == 3
+    ws.reset()
+    assert values(ws) == new
+    b.aim(b.view)
+    assert b.ws is ws and values(ws) == new
