@@ -338,10 +338,20 @@ class ClusterState:
             applied = _new(Applied)  # Applied(plain=True), its fields set here (no __init__ call)
             applied.started, applied.preempted, applied.migrated, applied.plain = [], [], [], True
             running, started = self.running, applied.started
+            compiled, resident, gpu_of = self.compiled, self.resident, self._gpus_mv
             for job, s in starts:
                 self._dequeue(job)
                 gpus = s.gpus
-                self._place(job, gpus, +1)
+                if compiled:  # self._place(job, gpus, +1), written out
+                    jid, k = job.job_id, 0
+                    for g in gpus:
+                        resident[g].append(jid)
+                        gpu_of[k] = g
+                        k += 1
+                    self.n_free += _place_fn(self._i, self._f, self._b, k, self._n, 1 * job.mem_gb, 1 * job.gpu_fraction,
+                                             1, self.all_up)
+                else:
+                    self._place(job, gpus, +1)
                 a = _new(Allocation)  # Allocation(gpus, s.sharing, now) without the frozen __init__
                 _set_gpus(a, gpus)
                 _set_sharing(a, s.sharing)

@@ -418,9 +418,13 @@ class Simulator:
     def apply(self, decisions: list[Decision]) -> None:
         now = self.env.now
         applied = self.state.apply(decisions, now)
-        self._stall.on_applied(applied)
+        if applied.plain:  # (starts: StallCounter.on_applied ends any stall)
+            self._stall.points = 0
+        else:
+            self._stall.on_applied(applied)
         self._on_applied(applied, now)
-        self._check()
+        if self.checker is not None:
+            self._check()
 
     def _check(self) -> None:
         if self.checker is not None:
@@ -490,8 +494,11 @@ class Simulator:
             model, strag, speed = self.model, self._stragglers, self.speed
             start_cost, restart_cost = model.start_cost_s, model.restart_cost_s
             noted = None if strag is None else strag._count_v  # (flush has nothing to do while it is 0)
+            made = records._jobs  # type: ignore[attr-defined]  # (JobRecords: a record made at its first read, here)
             for jid in applied.started:
-                rec = records[jid]
+                rec = records.get(jid)
+                if rec is None:
+                    rec = records[jid] = JobRecord(made[jid])
                 if rec.first_start_s is not None:  # count_started, written out
                     rec.restarts += 1
                     cost = restart_cost
