@@ -242,6 +242,11 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._jobs = JobCache()
         self._passthrough = False
         self._over = True
+        # step's observation and info as builder_obs and _info of this class make them (written out
+        # in step), unless a subclass makes its own or the observation is tokens
+        cls = type(self)
+        self._plain_out = (not self.tokens and cls.builder_obs is ClusterEnv.builder_obs
+                           and cls._info is ClusterEnv._info)
 
     # -- set-up ------------------------------------------------------------------------------
     def _options_for(self, workload: int) -> OptionSet:
@@ -480,6 +485,18 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             reward += self._finish_point(b)
         self.episode_return += reward
         truncated = self.max_steps is not None and self._steps >= self.max_steps and not self._over
+        if self._plain_out:  # builder_obs() and _info(invalid), written out (the same calls, in order)
+            b = self.builder
+            sim = self.sim
+            obs = b.take_observation()
+            return obs, reward, self._over, truncated, {
+                "action_mask": b.take_mask(),
+                "time_s": float(sim.env.now),
+                "decision_points": self.decision_points,
+                "invalid_action": invalid,
+                "workload": self.workload_index,
+                "run_seed": self.run_seed,
+            }
         return self.builder_obs(), reward, self._over, truncated, self._info(invalid)
 
     def step_decisions(self, decisions: list[Decision]) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The window carried from one candidate decision point to the next (``DecisionBuilder._carry``)
 equals the window rescanned at every point (``carried_window = False``) and its definition, at
 every candidate point: those passed over (no valid start) as well as those the agent sees; a
-point's working copy made anew in the last one's objects (``WorkingState.reset``) equals a new one."""
+point's working copy made anew in the last one's objects (``WorkingState.reset``) equals a new one;
+step's observation and info written out equal ``builder_obs`` and ``_info``'s."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
 
     placed: list[tuple[int, ...]] = []
     place = OptionSet.place
-    starts = 0
+    starts = invalid = 0
 
     def placed_by(self: OptionSet, *a: Any) -> tuple[int, ...] | None:
         out = place(self, *a)
@@ -76,25 +77,33 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
                 assert b1 is not None
                 b1.carried_window = False
                 b1.reuse_working_state = False
+                us[1]._plain_out = False  # (step's observation and info through builder_obs and _info)
                 b0 = us[0].builder
                 assert b0 is not None
                 valid = np.flatnonzero(infos[0]["action_mask"])
                 a = int(valid[int(rng.random() * valid.size)])
+                if rng.random() < 0.03 and not infos[0]["action_mask"].all():  # now and then an invalid one
+                    a = int(np.flatnonzero(~infos[0]["action_mask"])[0])
+                    invalid += 1
                 decs, placed[:] = b0.decisions, []
-                jid = b0._win_ids[a // b0.n_opts] if a != b0.done_action else -1
+                slot = a // b0.n_opts
+                jid = b0._win_ids[slot] if a != b0.done_action and slot < len(b0._win_ids) else -1
                 outs = [e.step(a) for e in envs]
-                if jid >= 0:  # the start built field by field: as Start(job_id, gpus) with the placed GPUs
+                if jid >= 0 and not outs[0][4]["invalid_action"]:  # the start built field by field: as Start(job_id, gpus) with the placed GPUs
                     assert decs[-1] == Start(jid, placed[0]) and decs[-1].sharing is WHOLE_GPU
                     starts += 1
                 assert outs[0][1] == outs[1][1] and outs[0][2] == outs[1][2]
                 assert (outs[0][0] == outs[1][0]).all()
                 infos = [o[4] for o in outs]
                 assert (infos[0]["action_mask"] == infos[1]["action_mask"]).all()
+                assert {k: v for k, v in infos[0].items() if k != "action_mask"} == {
+                    k: v for k, v in infos[1].items() if k != "action_mask"}
+                assert outs[0][3] == outs[1][3] and infos[0]["time_s"] == us[0].sim.env.now  # type: ignore[union-attr]
     finally:
         DecisionBuilder.aim = aim  # type: ignore[method-assign]
         DecisionBuilder._carry = carry  # type: ignore[method-assign]
         OptionSet.place = place  # type: ignore[method-assign]
-    assert starts > 100, starts
+    assert starts > 100 and invalid > 5, (starts, invalid)
     assert len(aims[0]) == len(aims[1]) > 300
     assert aims[0] == aims[1]
     passed_over = sum(not v for _, _, v in aims[0])
