@@ -333,7 +333,19 @@ class DecisionBuilder:
         self._ids: Sequence[int] = ids  # this point's queue (read in place, see above)
         self._order: list[int] | None = None  # pending positions past the FIFO part by work (stable)
         enq, deq = state.enqueued, state.dequeued
-        ranked = cache._queue_ranks(enq, ids)  # kept in step with the queue at every point
+        rank_l = cache.rank_l  # the ranked queue, kept in step with the queue at every point:
+        ranked: list[int] | None
+        if rank_l is not None and enq is cache._enq:  # cache._queue_ranks(enq, ids), its common case written out
+            ranked = cache._ranked
+            seen = cache._enq_seen
+            if len(enq) > seen:
+                for i in enq[seen:]:
+                    bisect.insort(ranked, rank_l[i])
+                cache._enq_seen = len(enq)
+            if len(ranked) != len(ids):  # (left the queue unreported: rebuilt there)
+                ranked = cache._queue_ranks(enq, ids)
+        else:
+            ranked = cache._queue_ranks(enq, ids)
         self._ranked = None if ranked is None or len(ids) <= self.fifo_slots else ranked
         self._gone = set()  # job ids started in this batch
         self._demand = float(state.pending_gpus)
@@ -718,7 +730,8 @@ class DecisionBuilder:
             return None
         job = self._jobs_of[self._win_ids[slot]]  # (view.job)
         ws = self._ws if self._ws is not None else self.ws
-        gpus = options.place(opt, job, ws)
+        p = options._placements[opt]  # options.place(opt, job, ws), written out for an exclusive option
+        gpus = p.place(job, ws.ctx) if p is not None else options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
         self._n_free -= ws.take(job, gpus)

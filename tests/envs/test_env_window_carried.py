@@ -16,7 +16,7 @@ import pytest
 import gpusched_env  # noqa: F401  (registers the envs)
 from gpusched_env.envs import ClusterEnv
 from gpusched_env.envs.observe import DecisionBuilder
-from gpusched_env.envs.options import OptionSet
+from gpusched_env.envs.options import WorkingState
 from gpusched_env.types import WHOLE_GPU, Start
 from tests.envs.test_env_window_scan import _window_by_definition  # the window's definition
 
@@ -54,16 +54,14 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
         return ok
 
     placed: list[tuple[int, ...]] = []
-    place = OptionSet.place
+    take = WorkingState.take
     starts = invalid = 0
 
-    def placed_by(self: OptionSet, *a: Any) -> tuple[int, ...] | None:
-        out = place(self, *a)
-        if out is not None:
-            placed.append(out)
-        return out
+    def taken(self: WorkingState, job: Any, gpus: tuple[int, ...]) -> int:
+        placed.append(gpus)  # (the GPUs a start takes in the working copy)
+        return take(self, job, gpus)
 
-    OptionSet.place = placed_by  # type: ignore[method-assign]
+    WorkingState.take = taken  # type: ignore[method-assign]
     DecisionBuilder.aim = recorded  # type: ignore[method-assign]
     DecisionBuilder._carry = counted  # type: ignore[method-assign]
     rng = np.random.default_rng(7)
@@ -102,7 +100,7 @@ def test_window_carried_to_the_next_point_equals_the_rescan(slots: int, fifo: in
     finally:
         DecisionBuilder.aim = aim  # type: ignore[method-assign]
         DecisionBuilder._carry = carry  # type: ignore[method-assign]
-        OptionSet.place = place  # type: ignore[method-assign]
+        WorkingState.take = take  # type: ignore[method-assign]
     assert starts > 100 and invalid > 5, (starts, invalid)
     assert len(aims[0]) == len(aims[1]) > 300
     assert aims[0] == aims[1]
