@@ -494,11 +494,12 @@ class Simulator:
             model, strag, speed = self.model, self._stragglers, self.speed
             start_cost, restart_cost = model.start_cost_s, model.restart_cost_s
             noted = None if strag is None else strag._count_v  # (flush has nothing to do while it is 0)
-            made = records._jobs  # type: ignore[attr-defined]  # (JobRecords: a record made at its first read, here)
+            # JobRecords makes a record at its first read: here, written out (any other dict is read as is)
+            made = records._jobs if type(records) is JobRecords else None  # type: ignore[attr-defined]
             for jid in applied.started:
                 rec = records.get(jid)
                 if rec is None:
-                    rec = records[jid] = JobRecord(made[jid])
+                    rec = records[jid] if made is None else records.setdefault(jid, JobRecord(made[jid]))
                 if rec.first_start_s is not None:  # count_started, written out
                     rec.restarts += 1
                     cost = restart_cost
