@@ -113,6 +113,7 @@ class ClusterState:
         self.pending_gpus = 0  # GPUs requested by the queue in all
         self.pending_sizes: dict[int, int] = {}  # GPU count -> queued jobs requesting it
         self.enqueued: list[int] = []  # every job id put in the queue, in order (arrival, preemption, requeue)
+        self.dequeued: list[int] = []  # every job id taken from the queue (started), in order
         self.running: dict[int, Allocation] = {}
         self._ro: dict[str, np.ndarray] = {}
         self._views()
@@ -181,9 +182,13 @@ class ClusterState:
         self.pending_sizes[job.num_gpus] = self.pending_sizes.get(job.num_gpus, 0) + 1
 
     def _dequeue(self, job: Job) -> None:
-        i = self._pending_index(job)
-        if i is None:
-            raise InvalidDecision("job-not-pending", f"job {job.job_id} is not in the queue")
+        jid, ids = job.job_id, self.pending_ids
+        if ids and ids[0] == jid:  # (_pending_index, written out)
+            i = 0
+        else:
+            i = bisect.bisect_left(self._pending_keys, (job.arrival_s, jid), self._k0) - self._k0
+            if not (i < len(ids) and ids[i] == jid):
+                raise InvalidDecision("job-not-pending", f"job {jid} is not in the queue")
         if i == 0:
             self.pending.popleft()
             self.pending_ids.popleft()
@@ -202,13 +207,14 @@ class ClusterState:
             self.pending_sizes[job.num_gpus] = left
         else:
             del self.pending_sizes[job.num_gpus]
+        self.dequeued.append(job.job_id)
 
     def _pending_index(self, job: Job) -> int | None:
         """Position of ``job`` in the queue (binary search on (arrival, id)), or None."""
         ids = self.pending_ids
         if ids and ids[0] == job.job_id:
             return 0
-        i = bisect.bisect_left(self._pending_keys, _pending_key(job), self._k0) - self._k0
+        i = bisect.bisect_left(self._pending_keys, (job.arrival_s, job.job_id), self._k0) - self._k0  # (_pending_key)
         return i if i < len(ids) and ids[i] == job.job_id else None
 
     def is_pending(self, job_id: int) -> bool:
@@ -329,12 +335,23 @@ class ClusterState:
             return Applied()
         starts = self._plain_starts(decisions)
         if starts is not None:  # shown valid: the checks below would pass
-            applied = Applied(plain=True)
+            applied = _new(Applied)  # Applied(plain=True), its fields set here (no __init__ call)
+            applied.started, applied.preempted, applied.migrated, applied.plain = [], [], [], True
             running, started = self.running, applied.started
+            compiled, resident, gpu_of = self.compiled, self.resident, self._gpus_mv
             for job, s in starts:
                 self._dequeue(job)
                 gpus = s.gpus
-                self._place(job, gpus, +1)
+                if compiled:  # self._place(job, gpus, +1), written out
+                    jid, k = job.job_id, 0
+                    for g in gpus:
+                        resident[g].append(jid)
+                        gpu_of[k] = g
+                        k += 1
+                    self.n_free += _place_fn(self._i, self._f, self._b, k, self._n, 1 * job.mem_gb, 1 * job.gpu_fraction,
+                                             1, self.all_up)
+                else:
+                    self._place(job, gpus, +1)
                 a = _new(Allocation)  # Allocation(gpus, s.sharing, now) without the frozen __init__
                 _set_gpus(a, gpus)
                 _set_sharing(a, s.sharing)
@@ -393,6 +410,7 @@ class ClusterState:
         ids: set[int] = set()
         used: set[int] = set()
         out: list[tuple[Job, Start]] = []
+        queue, keys, k0 = self.pending_ids, self._pending_keys, self._k0
         for d in decisions:
             if type(d) is not Start:
                 return None
@@ -409,8 +427,10 @@ class ClusterState:
                 if up is not None and not up[g]:
                     return None
                 used.add(g)
-            if self._pending_index(job) is None:
-                return None
+            if not (queue and queue[0] == jid):  # queued: _pending_index, written out
+                i = bisect.bisect_left(keys, (job.arrival_s, jid), k0) - k0
+                if not (i < len(queue) and queue[i] == jid):
+                    return None
             ids.add(jid)
             out.append((job, d))
         return out

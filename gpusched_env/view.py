@@ -67,7 +67,10 @@ class ClusterView:
     @property
     def free(self) -> np.ndarray:
         """(n_gpus,) bool: up and holding no job."""
-        return self._state.readonly("free_mask")
+        try:  # (the state's read-only view once made: no call)
+            return self._state._ro["free_mask"]
+        except KeyError:
+            return self._state.readonly("free_mask")
 
     @property
     def n_free(self) -> int:
@@ -76,11 +79,17 @@ class ClusterView:
 
     @property
     def up(self) -> np.ndarray:
-        return self._state.readonly("up")
+        try:
+            return self._state._ro["up"]
+        except KeyError:
+            return self._state.readonly("up")
 
     @property
     def n_resident(self) -> np.ndarray:
-        return self._state.readonly("n_resident")
+        try:
+            return self._state._ro["n_resident"]
+        except KeyError:
+            return self._state.readonly("n_resident")
 
     @property
     def mem_used_gb(self) -> np.ndarray:

@@ -218,3 +218,25 @@ def test_compiled_placement_equals_the_plain_steps():
     s.submit(Job(999, 999.0, 1, 100, "resnet50", mem_gb=16.0 - float(s.mem_used[g]) + 0.25))
     with pytest.raises(InvalidDecision, match="gpu-memory"):
         s.apply([Start(999, (g,))], 999.0)
+
+
+def test_plain_batch_applied_and_logs_and_the_views_arrays() -> None:
+    """A plain batch's ``Applied`` (built without its ``__init__``) equals the one its fields give,
+    the full path's is not plain; the state logs the started jobs in ``dequeued`` (as ``enqueued``
+    logs the queued ones); a view's ``free``, ``up`` and ``n_resident`` are the state's read-only
+    arrays, made once, whether the view reads them first or the state made them before."""
+    from gpusched_env.allocation import Applied
+    from gpusched_env.view import ClusterView
+
+    s = state()
+    s.readonly("up")  # made before the view reads it; free and n_resident made by the view
+    view = ClusterView(s, 0.0, np.ones((s.topology.n_gpus, 4)), lambda i: None)  # type: ignore[arg-type,return-value]
+    free, up, n_res = view.free, view.up, view.n_resident
+    assert not free.flags.writeable and free is s.readonly("free_mask") is view.free
+    assert up is s.readonly("up") is view.up and n_res is s.readonly("n_resident") is view.n_resident
+    assert s.apply([Start(1, (2,)), Start(0, (0, 1))], 0.0) == Applied(started=[1, 0], plain=True)
+    assert s.dequeued == [1, 0] and s.enqueued == [0, 1, 2]
+    assert list(free) == [False, False, False, True, True, True] and list(n_res) == [1, 1, 1, 0, 0, 0]
+    s.submit(Job(3, 3.0, 1, 100, "resnet50", mem_gb=10.0))
+    assert s.apply([Preempt(1), Start(3, (3,))], 1.0) == Applied(started=[3], preempted=[1], plain=False)
+    assert s.dequeued == [1, 0, 3] and s.enqueued == [0, 1, 2, 3, 1]

@@ -126,3 +126,37 @@ def test_locality_from_a_set_s_ends_is_topology_locality():
             assert speed._levels[gpus] == t.locality(gpus)
             seen.add(t.locality(gpus))
     assert seen == {"node", "rack", "cross_rack"}
+
+
+def test_change_is_account_loads_and_mark():
+    """``PowerLedger.change`` against ``account``, ``apply_loads`` and ``mark`` called one by one, with
+    the compiled call and the plain steps, random loads and one load for all, at times that repeat
+    (the timeline's last point rewritten) and move on: the same arrays, energy, busy GPU-seconds and
+    timeline; by hand, the first change's energy is 0 and the second's the first's power x 10 s."""
+    topo = _topo()
+    for compiled in (True, False):
+        one, three = (PowerLedger(topo, PowerConfig(low_power_idle=True), timeline=True) for _ in range(2))
+        one.compiled = three.compiled = compiled
+        rng = np.random.default_rng(4)
+        now, powers = 0.0, []
+        for step in range(60):
+            gpus = rng.choice(topo.n_gpus, int(rng.integers(1, 7)), replace=False).tolist()
+            loads = [float(rng.random()) if rng.random() < 0.7 else NO_JOB for _ in gpus]
+            fill = None if step % 3 else (NO_JOB if step % 2 else 0.5)
+            for p in (one, three):
+                gpu_of, load_of = p.scratch()
+                for k, (g, x) in enumerate(zip(gpus, loads, strict=True)):
+                    gpu_of[k], load_of[k] = g, x
+            one.change(now, len(gpus), fill)
+            three.account(now)
+            three.apply_loads(len(gpus), fill)
+            three.mark(now)
+            assert _ledger_state(one) == _ledger_state(three)
+            assert (one.energy_j, one.busy_gpu_s) == (three.energy_j, three.busy_gpu_s)
+            assert (one.timeline.t, one.timeline.power_w, one.timeline.busy_gpus) == (
+                three.timeline.t, three.timeline.power_w, three.timeline.busy_gpus)
+            powers.append(one.cluster_power)
+            if step == 1:
+                assert one.energy_j == powers[0] * 10.0
+            now += 10.0 if step % 4 != 3 else 0.0
+        assert one.energy_j > 0 and len(one.timeline.t) < 60

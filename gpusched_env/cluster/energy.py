@@ -184,6 +184,31 @@ class PowerLedger:
         self.cluster_power += delta
         self.busy_gpus += dbusy
 
+    def change(self, now: float, k: int, fill: float | None = None) -> None:
+        """:meth:`account` to ``now``, :meth:`apply_loads` ``(k, fill)`` and :meth:`mark` ``(now)``, the
+        same steps in one call (a change of loads at ``now`` with nothing read between them)."""
+        dt = now - self._last_t
+        if dt > 0:
+            self.energy_j += self.cluster_power * dt
+            self.busy_gpu_s += self.busy_gpus * dt
+            self._last_t = now
+        if self.compiled:
+            same = fill is not None
+            delta, dbusy = _loads_fn(self._f, self._i, k, self._n, self._nn, self._sleepy, same, fill if same else 0.0)
+            self.cluster_power += delta
+            self.busy_gpus += dbusy
+        else:
+            self.apply_loads(k, fill)
+        tl = self.timeline
+        if tl is not None:
+            t = tl.t
+            if t and t[-1] == now:
+                tl.busy_gpus[-1], tl.power_w[-1] = self.busy_gpus, self.cluster_power
+            else:
+                t.append(now)
+                tl.busy_gpus.append(self.busy_gpus)
+                tl.power_w.append(self.cluster_power)
+
     def set_loads(self, loads: list[tuple[int, float | None]]) -> None:
         """New utilisation of each listed GPU (None: it holds no job). Call :meth:`account` first."""
         g, ld = self._gpus_mv, self._loads_mv

@@ -44,7 +44,7 @@ from gpusched_env.run_rules import (
     deadline_met,
 )
 from gpusched_env.topology import Topology
-from gpusched_env.types import Decision, Job, JobRecord
+from gpusched_env.types import _CLASS_INDEX, Decision, Job, JobRecord
 from gpusched_env.view import ClusterView, JobProgress, readonly
 
 _EXACT_TICKS = 10_000
@@ -418,9 +418,13 @@ class Simulator:
     def apply(self, decisions: list[Decision]) -> None:
         now = self.env.now
         applied = self.state.apply(decisions, now)
-        self._stall.on_applied(applied)
+        if applied.plain:  # (starts: StallCounter.on_applied ends any stall)
+            self._stall.points = 0
+        else:
+            self._stall.on_applied(applied)
         self._on_applied(applied, now)
-        self._check()
+        if self.checker is not None:
+            self._check()
 
     def _check(self) -> None:
         if self.checker is not None:
@@ -490,8 +494,12 @@ class Simulator:
             model, strag, speed = self.model, self._stragglers, self.speed
             start_cost, restart_cost = model.start_cost_s, model.restart_cost_s
             noted = None if strag is None else strag._count_v  # (flush has nothing to do while it is 0)
+            # JobRecords makes a record at its first read: here, written out (any other dict is read as is)
+            made = records._jobs if type(records) is JobRecords else None  # type: ignore[attr-defined]
             for jid in applied.started:
-                rec = records[jid]
+                rec = records.get(jid)
+                if rec is None:
+                    rec = records[jid] if made is None else records.setdefault(jid, JobRecord(made[jid]))
                 if rec.first_start_s is not None:  # count_started, written out
                     rec.restarts += 1
                     cost = restart_cost
@@ -554,7 +562,7 @@ class Simulator:
             if run is not None and run.last_t != now:  # (a job started now is settled)
                 self._settle(jid, now)
         power = self.power
-        gpu_of, load_of = power.scratch()  # the loads, written for one compiled call
+        gpu_of, load_of = power._gpus_mv, power._loads_mv  # (power.scratch())  # the loads, written for one compiled call
         k = 0
         for g in gpus:
             here = resident[g]
@@ -619,19 +627,18 @@ class Simulator:
         each of its GPUs gets its utilisation (one load for the compiled call)."""
         if not gpus:
             return
-        power = self.power
-        power.account(now)
+        power = self.power  # (accounted, loaded and marked at now in one call below: power.change)
         state, runs, speed = self.state, self.runs, self.speed
         resident, running = state.resident, state.running
         jobs: set[int] = set()  # (filled in the order _refresh fills it: the same iteration order)
-        gpu_of, load_of = power.scratch()
+        gpu_of, load_of = power._gpus_mv, power._loads_mv  # (power.scratch())
         k = 0
         if len(started) == 1 and not running[started[0]].sharing.is_mps:
             jobs.add(started[0])
             for g in gpus:
                 gpu_of[k] = g
                 k += 1
-            power.apply_loads(k, runs[started[0]].util)
+            power.change(now, k, runs[started[0]].util)
         else:
             add = jobs.add
             for g in gpus:
@@ -640,11 +647,12 @@ class Simulator:
                 gpu_of[k] = g
                 load_of[k] = speed.shared_util(g) if running[jid].sharing.is_mps else runs[jid].util
                 k += 1
-            power.apply_loads(k)
+            power.change(now, k)
         power_l = power.power_mv
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
-        done = self.done
+        done, class_of = self.done, _CLASS_INDEX
         round_s = self._round_s if self.model.completion_at_round else None
+        env, origin, on_due = self.env, self._first_arrival, self._on_due
         for jid in jobs:
             run = runs[jid]
             alloc = running[jid]
@@ -652,7 +660,9 @@ class Simulator:
             job = jobs_of[jid]
             watts = 0.0  # (its one job's share of each GPU: the GPU's power / 1)
             if job.pipeline is None and not alloc.sharing.is_mps:
-                c = job.class_index
+                c = class_of.get(job.perf_class)  # (job.class_index without its call)
+                if c is None:
+                    c = job.class_index  # (its error)
                 w = -math.inf
                 for g in placed:  # its slowest GPU, and its power
                     v = slow[g][c]
@@ -669,8 +679,19 @@ class Simulator:
                 for g in placed:
                     watts += power_l[g]
             run.power_w = watts
-            self._complete_after(jid, run, now, job.work_iters - done[jid], round_s)
-        power.mark(now)
+            # self._complete_after(jid, run, now, job.work_iters - done[jid], round_s), written out
+            left = job.work_iters - done[jid]
+            wait = run.resume_at - now
+            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
+            if round_s:
+                delay = origin + math.ceil((now + delay - origin) / round_s - 1e-9) * round_s - now
+            due = run.due = now + delay
+            armed = run.armed_at
+            if armed is None or armed > due:
+                version = run.version = run.version + 1
+                t = run.armed_at = env.now + delay
+                heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
+                env.order += 1
 
     def _complete_after(self, jid: int, run: _Run, now: float, left: float, round_s: float | None) -> None:
         """:meth:`_schedule_completion` and :meth:`_arm` written out (the same floats) for a job with
@@ -678,7 +699,8 @@ class Simulator:
         wait = run.resume_at - now
         delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
         if round_s:  # PAL's simulator notices completions at round boundaries (as _schedule_completion)
-            delay = round_delay(now, delay, self._first_arrival, round_s)
+            origin = self._first_arrival  # round_delay(now, delay, origin, round_s), written out
+            delay = origin + math.ceil((now + delay - origin) / round_s - 1e-9) * round_s - now
         due = run.due = now + delay
         armed = run.armed_at
         if armed is None or armed > due:
@@ -722,8 +744,7 @@ class Simulator:
         if run.due > now:  # slowed down since the event was armed: fire again when really done
             self._arm(jid, run, run.due - now)
             return
-        power = self.power
-        power.account(now)
+        power = self.power  # (accounted to now below, before its loads change)
         state = self.state
         job = state.jobs[jid]
         rec = self.records[jid]
@@ -738,7 +759,8 @@ class Simulator:
                 rec.energy_j += dt * run.power_w
             run.last_t = now
         self.done[jid] = job.work_iters
-        alloc = state.finish(jid)
+        alloc = state.running.pop(jid)  # state.finish(jid), written out
+        state._place(state.jobs.pop(jid), alloc.gpus, -1)
         del self.runs[jid]
         self._last_gpus.pop(jid, None)
         if not self.written_out:
@@ -750,17 +772,16 @@ class Simulator:
             self._tracked_left -= 1
         placed = alloc.gpus
         gpus = {placed[0]} if len(placed) == 1 else set(placed)
-        resident, gpu_of = state.resident, power.scratch()[0]
+        resident, gpu_of = state.resident, power._gpus_mv  # (power.scratch()[0])
         k = 0
         for g in gpus:  # (written in the set's order for the compiled call below)
             if resident[g]:  # jobs stay on its GPUs: re-time them
-                self._refresh(gpus, now)
+                self._refresh(gpus, now)  # (accounts to now first)
                 break
             gpu_of[k] = g
             k += 1
-        else:  # its GPUs are empty now: what _refresh does for them (power is accounted to now)
-            power.apply_loads(k, NO_JOB)
-            power.mark(now)
+        else:  # its GPUs are empty now: what _refresh does for them (account, loads, mark)
+            power.change(now, k, NO_JOB)
         self._trigger |= self._events
         self.completed.append(jid)
         if self.checker is not None:

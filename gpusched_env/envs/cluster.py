@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from itertools import compress
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -242,6 +242,11 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         self._jobs = JobCache()
         self._passthrough = False
         self._over = True
+        # step's observation and info as builder_obs and _info of this class make them (written out
+        # in step), unless a subclass makes its own or the observation is tokens
+        cls = type(self)
+        self._plain_out = (not self.tokens and cls.builder_obs is ClusterEnv.builder_obs
+                           and cls._info is ClusterEnv._info)
 
     # -- set-up ------------------------------------------------------------------------------
     def _options_for(self, workload: int) -> OptionSet:
@@ -347,7 +352,9 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
                 if rec.deadline_met is False:
                     misses += 1
         self._seen_done = len(done)
-        s = self._jct.at(now)
+        jct = self._jct  # jct.at(now), written out (the same floats)
+        n = bisect.bisect_right(jct.arrivals, now)
+        s = (n * now - jct.cum[n]) - (jct.n_fin * now - jct.fin_sum)
         r = -(s - self._s) * self.reward_scale
         self._s = s
         if self.age_weight:
@@ -398,9 +405,20 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         """The simulator's wake filter: build this point's decision and keep it if a start is valid."""
         sim = self.sim
         assert sim is not None
-        if not self._may_start(sim):
+        state = sim.state  # _may_start, written out
+        if not state.pending:
             return False
-        builder = self._aim(sim)
+        room = state.n_free
+        if self._shares:
+            room = max(room, int(np.count_nonzero(state.up & (state.n_resident < state.max_jobs_per_gpu))))
+        if room == 0 or min(state.pending_sizes) > room:
+            return False
+        view, b = self._point_view, self._point
+        if view is not None and b is not None:  # _aim's common case, written out
+            view.now = sim.env.now
+            builder = b.aim(view)
+        else:
+            builder = self._aim(sim)
         if not builder.any_valid():
             return False
         self.builder = builder
@@ -410,9 +428,11 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
         """Apply this point's starts; ask for the next round tick if a start is still possible."""
         sim = self.sim
         assert sim is not None
-        again = b.any_valid()  # (read before the batch is applied: the builder reads the queue in place)
+        again = b._valid  # any_valid(), kept from the step (read before the batch is applied: the
+        if again is None:  # builder reads the queue in place)
+            again = b.any_valid()
         if b.decisions:
-            sim.apply(cast("list[Decision]", b.decisions))  # (the builder's next point starts a new list)
+            sim.apply(b.decisions)  # type: ignore[arg-type]  # (Starts; the builder's next point starts a new list)
             self._jobs.dequeued(map(_JOB_ID, b.decisions))
         if again:
             sim.wake_next_round()
@@ -465,6 +485,18 @@ class ClusterEnv(gym.Env[np.ndarray, np.int64]):
             reward += self._finish_point(b)
         self.episode_return += reward
         truncated = self.max_steps is not None and self._steps >= self.max_steps and not self._over
+        if self._plain_out:  # builder_obs() and _info(invalid), written out (the same calls, in order)
+            b = self.builder
+            sim = self.sim
+            obs = b.take_observation()
+            return obs, reward, self._over, truncated, {
+                "action_mask": b.take_mask(),
+                "time_s": float(sim.env.now),
+                "decision_points": self.decision_points,
+                "invalid_action": invalid,
+                "workload": self.workload_index,
+                "run_seed": self.run_seed,
+            }
         return self.builder_obs(), reward, self._over, truncated, self._info(invalid)
 
     def step_decisions(self, decisions: list[Decision]) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:

@@ -31,7 +31,7 @@ from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import islice
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +49,7 @@ from gpusched_env.envs.kernels import (
 from gpusched_env.envs.options import MASK_MEMO_MAX, OptionSet, WorkingState
 from gpusched_env.placement import PlacementContext
 from gpusched_env.topology import Topology
-from gpusched_env.types import Job, Start
+from gpusched_env.types import WHOLE_GPU, Job, Start
 from gpusched_env.view import ClusterView
 
 _FIELDS = tuple(map(attrgetter, ("job_id", "num_gpus", "work_iters", "mem_gb", "arrival_s", "model", "perf_class",
@@ -57,6 +57,10 @@ _FIELDS = tuple(map(attrgetter, ("job_id", "num_gpus", "work_iters", "mem_gb", "
 
 __all__ = ["OBS_HIGH", "OBS_LOW", "DecisionBuilder", "JobCache", "obs_size"]
 _DAY_S = 86400.0
+_new = object.__new__
+_set_job, _set_gpus, _set_sharing = (vars(Start)[n].__set__ for n in ("job_id", "gpus", "sharing"))
+"""A :class:`Start` built field by field through its slots (what the frozen dataclass's ``__init__``
+does, without its call and ``object.__setattr__`` look-ups; the same object)."""
 _F32 = np.dtype(np.float32)
 
 
@@ -193,10 +197,14 @@ class JobCache:
     def queue_ranks(self, view: ClusterView) -> list[int] | None:
         """The ranks of the view's queued jobs, ascending (a list this cache keeps updating: copy
         it to keep it); None when the run's jobs are not ranked (not filled for the whole run)."""
+        return self._queue_ranks(view.enqueued, view.pending_ids)
+
+    def _queue_ranks(self, enq: Sequence[int], ids: Sequence[int]) -> list[int] | None:
+        """:meth:`queue_ranks` of a queue ``ids`` and its log of entries ``enq`` (the view's)."""
         rank_l = self.rank_l
         if rank_l is None:
             return None
-        enq, ranked, ids = view.enqueued, self._ranked, view.pending_ids
+        ranked = self._ranked
         if enq is not self._enq:  # another run's state: start from its queue
             self._enq, self._enq_seen = enq, len(enq)
             ranked[:] = sorted(map(rank_l.__getitem__, ids))
@@ -256,6 +264,8 @@ class DecisionBuilder:
     """
 
     incremental_window = True  # after a start, continue the window's ranked scan (False: rescan)
+    carried_window = True  # at the next point, carry the last point's window over (False: rescan)
+    reuse_working_state = True  # a point's working copy made anew in the last one's objects (False: new)
 
     def __init__(
         self, view: ClusterView, options: OptionSet, k: int, fifo_slots: int, cache: JobCache
@@ -280,6 +290,12 @@ class DecisionBuilder:
         # working copy (the view's read-only arrays or the copy's own: two signatures), or None
         # before the first call (see gpusched_env.compiled.entry_point)
         self._fill: dict[bool, Callable[..., Any] | None] = {True: None, False: None}
+        self._scanned: tuple[int, int, list[int]] | None = None  # the last ranked scan (see _refresh)
+        self._gone: set[int] = set()
+        self._mark = (0, -1, 0, 0)  # at the last aim: queue length, its last queue rank, enqueued, dequeued
+        self.view = view
+        self._power_w = view.gpu_power_w
+        self._spare: WorkingState | None = None  # the working copy of the last point that made one
         self.aim(view)
 
     def aim(self, view: ClusterView) -> DecisionBuilder:
@@ -288,9 +304,15 @@ class DecisionBuilder:
         candidate point. The builder reads the view's queue and the cache's ranked queue in place
         (no copies): it is valid until the backend applies a batch or the cache moves to another
         point, as the view itself is."""
+        if view is not self.view:
+            self._power_w = view.gpu_power_w  # (a view's arrays stay its own)
         self.view = view
         cache = self.cache
         state = view._state  # noqa: SLF001 (same package: per-state constants are read once per state)
+        # the last point's window, to carry over (see _carry) when the queue only lost its starts
+        # and gained entries at its tail since
+        last = self._scanned if state is self._state and self.carried_window else None
+        started = self._gone
         if state is not self._state:
             self._state = state
             self.topo = view.topology
@@ -298,6 +320,7 @@ class DecisionBuilder:
             self._exclusive_gpus = view.max_jobs_per_gpu == 1
             self._arrays = (view.free, view.up, view.n_resident)  # read-only views, updated in place
             self._running: Mapping[int, object] = state.running  # (the live dict, read only here: no proxy per read)
+            self._jobs_of: Mapping[int, Job] = state.jobs  # (view.job's dict)
             self._tables.clear()
             # the fit code of a fitting job when fitting is a GPU count (see _fit_codes), else 0
             self._count_only = ((3 if self._need_sh else 1) if (not self._need_sh or self._exclusive_gpus)
@@ -309,24 +332,48 @@ class DecisionBuilder:
             cache.see(ids, view)
         self._ids: Sequence[int] = ids  # this point's queue (read in place, see above)
         self._order: list[int] | None = None  # pending positions past the FIFO part by work (stable)
-        ranked = cache.queue_ranks(view)  # kept in step with the queue at every point
+        enq, deq = state.enqueued, state.dequeued
+        rank_l = cache.rank_l  # the ranked queue, kept in step with the queue at every point:
+        ranked: list[int] | None
+        if rank_l is not None and enq is cache._enq:  # cache._queue_ranks(enq, ids), its common case written out
+            ranked = cache._ranked
+            seen = cache._enq_seen
+            if len(enq) > seen:
+                for i in enq[seen:]:
+                    bisect.insort(ranked, rank_l[i])
+                cache._enq_seen = len(enq)
+            if len(ranked) != len(ids):  # (left the queue unreported: rebuilt there)
+                ranked = cache._queue_ranks(enq, ids)
+        else:
+            ranked = cache._queue_ranks(enq, ids)
         self._ranked = None if ranked is None or len(ids) <= self.fifo_slots else ranked
-        self._gone: set[int] = set()  # job ids started in this batch
+        self._gone = set()  # job ids started in this batch
         self._demand = float(state.pending_gpus)
         self._simple = simple = not cache.constrained
         self._count_fit = self._count_only if simple else 0
         self._n_free = n_free = state.n_free
         self._n_sh = 0 if not self._need_sh else n_free if self._exclusive_gpus else self._count_shareable()
-        self._refresh()
+        if ranked is None:
+            self._refresh()
+            return self
+        if last is None or not self._carry(last, started, enq, deq):
+            self._refresh()
+        self._mark = (len(ids), cache.qrank_l[ids[-1]] if ids else -1, len(enq), len(deq))
         return self
 
     # -- working state -----------------------------------------------------------------------
     @property
     def ws(self) -> WorkingState:
         """The cluster as the starts taken so far leave it (made on first use)."""
-        if self._ws is None:
-            self._ws = WorkingState(PlacementContext(self.view))
-        return self._ws
+        ws = self._ws
+        if ws is None:
+            ws = self._spare  # the last point's, made anew when it works on the same view
+            if ws is not None and ws.ctx.view is self.view and self.reuse_working_state:
+                ws.reset()
+            else:
+                ws = self._spare = WorkingState(PlacementContext(self.view))
+            self._ws = ws
+        return ws
 
     def _count_shareable(self) -> int:
         """GPUs with a free job slot (= free GPUs on exclusive clusters)."""
@@ -356,7 +403,7 @@ class DecisionBuilder:
         else:
             win = list(islice(ids, f))
         need = self.k - len(win)
-        self._scanned: tuple[int, int, list[int]] | None = None  # no ranked scan to continue
+        self._scanned = None  # no ranked scan to continue
         if need > 0 and n - len(gone) > len(win):  # jobs left after the FIFO part
             ranked = self._ranked
             if ranked is not None:  # queued jobs by rank: skip the FIFO part and the started
@@ -391,13 +438,55 @@ class DecisionBuilder:
         self._mask: np.ndarray | None = None
         self._obs: np.ndarray | None = None
 
+    def _carry(self, last: tuple[int, int, list[int]], gone: set[int], enq: list[int], deq: list[int]) -> bool:
+        """The window of this point from the last point's (its ranked scan ``last``, its started jobs
+        ``gone``) when the queue changed only by losing those starts and
+        gaining entries behind its last job (the state's ``dequeued`` and ``enqueued`` logs since the
+        last :meth:`aim`): the FIFO part and its last queue rank stay, the entries join the
+        least-work part by rank, and the scan's position moves to the new ranked queue. False (nothing
+        set) when the queue changed otherwise; :meth:`_refresh` then rescans. The same window
+        (``carried_window = False`` rescans at every point)."""
+        n0, last_q, n_enq, n_deq = self._mark
+        ranked, ng = self._ranked, len(gone)
+        if ranked is None or len(deq) - n_deq != ng:
+            return False
+        n_new = len(enq) - n_enq
+        if len(self._ids) != n0 - ng + n_new or (ng and not gone.issuperset(deq[n_deq:])):
+            return False
+        pos, cut, tail = last  # (tail: this list is the last point's; on False _refresh starts anew)
+        need, rank_l = self.k - self.fifo_slots, self.cache.rank_l
+        assert rank_l is not None  # (ranked: the run's jobs are ranked)
+        if n_new:
+            qrank_l, key = self.cache.qrank_l, rank_l.__getitem__
+            for i in enq[n_enq:]:
+                q = qrank_l[i]
+                if q <= last_q:  # (queue ranks ascending, after the last job's: entries at the tail)
+                    return False
+                last_q = q
+                if len(tail) < need or key(i) < key(tail[-1]):  # among the first need: joins at its rank
+                    bisect.insort(tail, i, key=key)
+                    if len(tail) > need:
+                        tail.pop()
+        if n_new or ng:  # (else the same queue: the same window and scan)
+            # ranks up to the last one taken are read (taken or in the FIFO part); all when short
+            pos = bisect.bisect_right(ranked, rank_l[tail[-1]]) if len(tail) == need else len(ranked)
+            self._scanned = (pos, cut, tail)
+            self._win_ids = self._win_ids[: self.fifo_slots] + tail
+        self._fit = None
+        self._codes = None
+        self._valid = None
+        self._mask = None
+        self._obs = None
+        return True
+
     def _scan_on(self, tail: list[int], pos: int, cut: int, need: int) -> int:
         """Go on with the ranked scan from ``pos``, appending to ``tail`` the jobs after the FIFO
         part (queue rank above ``cut``) not started, until it holds ``need``; the position after
         the last rank read."""
         cache, gone = self.cache, self._gone
         by_rank, qbr = cache.by_rank, cache.qrank_by_rank
-        ranked = cast("list[int]", self._ranked)
+        ranked = self._ranked
+        assert ranked is not None  # (called when a ranked scan is continued)
         for r in islice(ranked, pos, None):
             if qbr[r] > cut:
                 i = by_rank[r]
@@ -433,7 +522,7 @@ class DecisionBuilder:
             fifo = win[:nf]
             tail.remove(job_id)
         need = self.k - len(fifo)
-        if len(tail) < need and pos < len(cast("list[int]", self._ranked)):
+        if len(tail) < need and pos < len(self._ranked):  # type: ignore[arg-type]  # (scanned: ranked)
             pos = self._scan_on(tail, pos, cut, need)
         self._scanned = (pos, cut, tail)
         self._win_ids = fifo + tail
@@ -453,10 +542,22 @@ class DecisionBuilder:
         """(K x P + 1,) bool. The last entry ("done") is True except when the cluster would sit
         idle: nothing running, nothing started in this batch, and some start valid (work-conserving
         rule: a policy cannot stall a run by waiting forever on an empty cluster)."""
-        if self._mask is not None:
-            return self._mask
+        if self._mask is None:
+            self._mask = self.take_mask()
+        return self._mask
+
+    def take_mask(self) -> np.ndarray:
+        """:meth:`mask`, handed over: the caller owns the array (no copy; a later call before the
+        next action builds a new one)."""
+        m = self._mask
+        if m is not None:
+            self._mask = None
+            return m
         codes = self._codes if self._codes is not None else self._fit_codes()
-        done = self._done_valid()
+        valid = self._valid
+        if valid is None:
+            valid = self.any_valid()
+        done = bool(self.decisions or self._running or not valid)  # (_done_valid, written out)
         memo = self._masks[done]  # the masks of the window patterns seen, by fit codes: copied out
         m = memo.get(codes)
         if m is None:
@@ -468,15 +569,7 @@ class DecisionBuilder:
                 buf[: len(body)] = body
             buf[-1] = done
             m = memo[codes] = np.frombuffer(bytes(buf), dtype=np.bool_)  # read-only
-        m = self._mask = m.copy()
-        return m
-
-    def take_mask(self) -> np.ndarray:
-        """:meth:`mask`, handed over: the caller owns the array (no copy; a later call before the
-        next action builds a new one)."""
-        m = self.mask()
-        self._mask = None
-        return m
+        return m.copy()
 
     def _done_valid(self) -> bool:
         """The mask's last entry: "done" is valid unless the cluster would sit idle."""
@@ -553,7 +646,17 @@ class DecisionBuilder:
         """Whether some start is valid now (the mask without "done" has a True)."""
         valid = self._valid
         if valid is None:
-            codes = self._fit_codes()
+            codes = self._codes
+            if codes is None:
+                fit = self._count_fit
+                table = self._tables.get(self._n_free) if fit else None
+                if table is not None:  # _fit_codes' count-only codes, written out (its table made)
+                    try:
+                        codes = self._codes = bytes(map(self.cache.gpus_l.__getitem__, self._win_ids)).translate(table)
+                    except ValueError:
+                        codes = self._fit_codes()
+                else:
+                    codes = self._fit_codes()
             if not self._need_sh or self.options.any_exclusive:  # some slot fits some option
                 valid = any(codes)
             else:  # only shared options: some slot fits a shared one
@@ -565,8 +668,17 @@ class DecisionBuilder:
     def observe(self) -> np.ndarray:
         """The observation (module docstring), computed in one compiled call and cached until the
         next action."""
-        if self._obs is not None:
-            return self._obs
+        if self._obs is None:
+            self._obs = self.take_observation()
+        return self._obs
+
+    def take_observation(self) -> np.ndarray:
+        """:meth:`observe`, handed over: the caller owns the array (no copy; a later call before
+        the next action computes a new one)."""
+        obs = self._obs
+        if obs is not None:
+            self._obs = None
+            return obs
         view, lay, ws, cache = self.view, self._lay, self._ws, self.cache
         free, up, n_res = self._arrays
         if ws is not None:
@@ -584,7 +696,7 @@ class DecisionBuilder:
         tod = 2.0 * math.pi * (now % _DAY_S) / _DAY_S
         obs = np.empty(lay.size + k * SLOT_FEATURES + GLOBAL_FEATURES, _F32)
         args = (  # the global row's scalars one by one (a tuple argument costs more to pass)
-            obs, lay.gpu_node, lay.node_scale, free, up, view.gpu_power_w, n_res, view.slowdown,
+            obs, lay.gpu_node, lay.node_scale, free, up, self._power_w, n_res, view.slowdown,
             cache.slot, self._win_np,  # k ids (-1: none), then k fit codes
             now / 3600.0, self._n_free,
             math.sin(tod), math.cos(tod), self._n_free / n_gpus,  # index 2 (busy share): the kernel's
@@ -597,14 +709,6 @@ class DecisionBuilder:
             self._fill[ws is None] = entry_point(fill_observation, args)
         else:
             fill(*args)
-        self._obs = obs
-        return obs
-
-    def take_observation(self) -> np.ndarray:
-        """:meth:`observe`, handed over: the caller owns the array (no copy; a later call before
-        the next action computes a new one)."""
-        obs = self.observe()
-        self._obs = None
         return obs
 
     # -- actions -----------------------------------------------------------------------------
@@ -624,13 +728,17 @@ class DecisionBuilder:
         codes = self._codes if self._codes is not None else self._fit_codes()
         if slot >= len(codes) or not codes[slot] & options.fit_bits[opt]:  # (valid, written out)
             return None
-        job = self.view.job(self._win_ids[slot])
+        job = self._jobs_of[self._win_ids[slot]]  # (view.job)
         ws = self._ws if self._ws is not None else self.ws
-        gpus = options.place(opt, job, ws)
+        p = options._placements[opt]  # options.place(opt, job, ws), written out for an exclusive option
+        gpus = p.place(job, ws.ctx) if p is not None else options.place(opt, job, ws)
         if gpus is None:  # cannot happen when the mask is right; stay safe
             return None
         self._n_free -= ws.take(job, gpus)
-        d = Start(job.job_id, gpus)
+        d = _new(Start)  # Start(job.job_id, gpus), field by field
+        _set_job(d, job.job_id)
+        _set_gpus(d, gpus)
+        _set_sharing(d, WHOLE_GPU)
         self.decisions.append(d)
         self._gone.add(job.job_id)
         self._demand -= len(gpus)

@@ -109,7 +109,7 @@ class WorkingState:
     """
 
     __slots__ = ("ctx", "n_res", "_mem", "_mem_taken", "mem_cap", "up", "max_jobs", "util", "slowdown", "_added",
-                 "_taken", "_hp")
+                 "_taken", "_hp", "_src")
 
     def __init__(self, ctx: PlacementContext) -> None:
         view = ctx.view
@@ -125,6 +125,20 @@ class WorkingState:
         self._added: np.ndarray | None = None
         self._taken: list[tuple[Job, GpuSet]] = []  # starts not yet in _added
         self._hp: np.ndarray | None = None
+        self._src = (view.free, view.n_resident)  # (read-only views of the live state: for reset)
+
+    def reset(self) -> None:
+        """Made anew from the view's current state, as ``WorkingState(PlacementContext(view))`` makes
+        it (the free mask and job counts copied again, the starts forgotten), in the same objects.
+        For a context made without a ``free`` argument (the view's free GPUs)."""
+        free, n_res = self._src
+        self.ctx.free[:] = free
+        self.n_res[:] = n_res
+        self._mem = None
+        self._mem_taken.clear()
+        self._added = None
+        self._taken.clear()
+        self._hp = None
 
     def take(self, job: Job, gpus: GpuSet) -> int:
         """Start ``job`` on ``gpus`` in the working state; return how many of them were free."""
