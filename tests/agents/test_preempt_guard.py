@@ -48,7 +48,7 @@ def _at_round_200(env: ClusterV1Env) -> PreemptBuilder:
     _, _, _, _, info = env.step(0)  # start J1 (J2's arrival at 160 has no valid action: passed over)
     assert info["time_s"] == pytest.approx(200.0) and info["round"]
     b = env.builder
-    assert b.running_window == [0, 1]  # largest attained service first: J0 (200 GPU-s), J1 (50 GPU-s)
+    assert b is not None and b.running_window == [0, 1]  # largest attained service first: J0 (200 GPU-s), J1 (50 GPU-s)
     return b
 
 
