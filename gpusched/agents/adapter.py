@@ -22,6 +22,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import math
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from gpusched_env.envs.tokens import (
     window_action,
     window_action_v1,
 )
-from gpusched_env.rounds import RoundClock
+from gpusched_env.rounds import ROUND_EPS_S, RoundClock
 from gpusched_env.scenario import Scenario
 from gpusched_env.topology import Topology
 from gpusched_env.types import Decision
@@ -51,6 +52,7 @@ from gpusched_env.view import ClusterView
 META_MEMBER = "gpusched_env.json"
 ALGOS = ("maskable_ppo", "ppo", "dqn")
 ENV_V0, ENV_V1 = "gpusched/Cluster-v0", "gpusched/Cluster-v1"
+PREEMPT_PARAMS = ("min_run_rounds",)  # scenario.policies.agent keys a Cluster-v1 model takes (PreemptAgentPolicy)
 log = logging.getLogger("gpusched.agents")
 _NOTED: set[tuple[str, int, tuple[int, ...]]] = set()  # (model, N, node sizes) already logged in this process
 
@@ -239,10 +241,24 @@ class AgentPolicy(_ModelPolicy):
 
 
 class PreemptAgentPolicy(_ModelPolicy):
-    """A trained ``gpusched/Cluster-v1`` model as a policy (starts, preemptions, migrations)."""
+    """A trained ``gpusched/Cluster-v1`` model as a policy (starts, preemptions, migrations).
 
-    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0) -> None:
+    ``min_run_rounds`` (``scenario.policies.agent.min_run_rounds``, default 0: off) is a play-time guard
+    against preemption cycles: a running job may be lifted (preempted or migrated) only once it has run
+    at least ``min_run_rounds`` round lengths on its current GPUs (since its last start or move,
+    ``Allocation.since_s``; 1 ms of slack, as :class:`~gpusched_env.rounds.RoundClock`), as Tiresias's lease. It only removes lift actions from the mask the
+    model is given; starts and "done" keep the builder's validity, so some action always stays valid."""
+
+    def __init__(self, model: Any, meta: dict[str, Any], scn: Scenario, workload: int = 0,
+                 min_run_rounds: float = 0.0) -> None:
         super().__init__(model, meta, scn, workload)
+        ok = isinstance(min_run_rounds, int | float) and not isinstance(min_run_rounds, bool)
+        if not (ok and math.isfinite(min_run_rounds) and min_run_rounds >= 0):
+            raise ConfigError(f"scenario.policies.agent.min_run_rounds: expected a number >= 0, got {min_run_rounds!r}")
+        if min_run_rounds > 0 and self.round_s is None:
+            raise ConfigError("scenario.policies.agent.min_run_rounds: needs a round length (the model's round_s or "
+                              "the scenario's), found none")
+        self.min_run_rounds = float(min_run_rounds)
         env = env_args(meta)
         self.r = int(env["running_slots"])
         self.clairvoyant = bool(env["clairvoyant"])
@@ -254,16 +270,35 @@ class PreemptAgentPolicy(_ModelPolicy):
         self.max_queue = int(env["max_queue"])
         self.max_running = int(env["max_running"])
 
-    def _action(self, b: PreemptBuilder) -> int:
+    def guard_mask(self, b: PreemptBuilder) -> np.ndarray:
+        """The builder's mask with the guard applied: the lift of a running slot whose job has run
+        less than ``min_run_rounds`` round lengths on its current GPUs is removed (a copy; the
+        builder's own mask when the guard is off or removes nothing)."""
+        m = b.mask()
+        if self.min_run_rounds <= 0 or self.round_s is None:
+            return m
+        lifts = m[b.lift0 : b.done_action]
+        if not lifts.any():
+            return m
+        now, running = b.view.now, b.view.running
+        quantum = self.min_run_rounds * self.round_s - ROUND_EPS_S  # as RoundClock: Q rounds after a start is Q rounds
+        young = [i for i, jid in enumerate(b.running_window) if lifts[i] and now - running[jid].since_s < quantum]
+        if not young:
+            return m
+        g = m.copy()
+        g[b.lift0 + np.asarray(young)] = False
+        return g
+
+    def _action(self, b: PreemptBuilder, mask: np.ndarray) -> int:
         if not self.tokens:
-            return predict(self.model, self._flat_obs(b.observe(), b.topo), b.mask(), self.masked)
+            return predict(self.model, self._flat_obs(b.observe(), b.topo), mask, self.masked)
         from gpusched.agents.set_extractor import set_action
 
         p = len(self.options)
         n_nodes = b.topo.n_nodes  # the cluster decided on: the service's may differ from the scenario's
         obs = to_tokens_v1(b.observe(), n_nodes, self.k, self.r, max(self.max_nodes, n_nodes), self.max_queue,
                            self.max_running)
-        a = set_action(self.model.policy, obs, pad_mask_v1(b.mask(), self.k, self.r, p, self.max_queue,
+        a = set_action(self.model.policy, obs, pad_mask_v1(mask, self.k, self.r, p, self.max_queue,
                                                            self.max_running))
         return window_action_v1(a, self.k, self.r, p, self.max_queue, self.max_running)
 
@@ -275,7 +310,10 @@ class PreemptAgentPolicy(_ModelPolicy):
         for _ in range(self.max_actions):
             if not b.any_valid():
                 break
-            a = self._action(b)
+            mask = self.guard_mask(b)
+            if mask is not b.mask() and not mask[:-1].any():
+                break  # only "done" is left once the guard is applied
+            a = self._action(b, mask)
             if a == b.done_action or b.act(a) is None:
                 break
         return b.decisions
@@ -297,15 +335,20 @@ def load_agent_policy(
     path: str | Path, scn: Scenario, *, workload: int = 0, **params: Any
 ) -> AgentPolicy | PreemptAgentPolicy:
     """The policy named ``agent`` of gpusched-bench: ``agent_path=FILE`` (a gpusched-train model.zip),
-    for workload number ``workload`` of ``scn`` (its PAL option plans with that workload's lf)."""
-    if params:
-        raise ConfigError(f"scenario.policies.agent: unknown parameter(s) for policy 'agent': {sorted(params)}")
+    for workload number ``workload`` of ``scn`` (its PAL option plans with that workload's lf).
+    ``params`` (``scenario.policies.agent``): ``min_run_rounds`` (a Cluster-v1 model only; the
+    guard of :class:`PreemptAgentPolicy`)."""
     meta = read_meta(path)
-    model = load_model_checked(path, meta, f"agent_path {str(path)!r}")
     env_id = str(meta.get("env_id", ENV_V0))
+    known = PREEMPT_PARAMS if env_id == ENV_V1 else ()
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ConfigError(f"scenario.policies.agent: unknown parameter(s) for policy 'agent' ({env_id} model): "
+                          f"{unknown}; known: {list(known)}")
+    model = load_model_checked(path, meta, f"agent_path {str(path)!r}")
     policy: AgentPolicy | PreemptAgentPolicy
     if env_id == ENV_V1:
-        policy = PreemptAgentPolicy(model, meta, scn, workload)
+        policy = PreemptAgentPolicy(model, meta, scn, workload, **params)
     elif env_id == ENV_V0:
         policy = AgentPolicy(model, meta, scn, workload)
     else:
