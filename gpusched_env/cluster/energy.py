@@ -199,15 +199,8 @@ class PowerLedger:
             self.busy_gpus += dbusy
         else:
             self.apply_loads(k, fill)
-        tl = self.timeline
-        if tl is not None:
-            t = tl.t
-            if t and t[-1] == now:
-                tl.busy_gpus[-1], tl.power_w[-1] = self.busy_gpus, self.cluster_power
-            else:
-                t.append(now)
-                tl.busy_gpus.append(self.busy_gpus)
-                tl.power_w.append(self.cluster_power)
+        if self.timeline is not None:
+            self.mark(now)
 
     def set_loads(self, loads: list[tuple[int, float | None]]) -> None:
         """New utilisation of each listed GPU (None: it holds no job). Call :meth:`account` first."""
