@@ -78,7 +78,7 @@ def profile_dir(cfg: dict[str, Any]) -> ProfileResult | None:
 
 
 def cmd_replay(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path,
-               prof: ProfileResult | None = None) -> tuple[ReplayOutcome, str]:
+               prof: ProfileResult | None = None) -> tuple[ReplayOutcome, Any]:
     """One run of the real backend (``gpusched-bench backend=real`` runs each of its runs the same way,
     :class:`gpusched.real.runs.RealRuns`), with its own results.json, progress lines and exit status."""
     runs = RealRuns({k: cfg.get(k) for k in KEYS}, where="")
@@ -91,19 +91,22 @@ def cmd_replay(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path,
           f"{time.monotonic() - t:.1f} s -> {out / 'results.json'}")
     print(f"  avg JCT {m['avg_jct_s']:.2f} s, makespan {m['makespan_s']:.2f} s, utilisation {m['utilization']:.3f}, "
           f"energy {m['energy_kwh'] * 3.6e6:.1f} J ({'NVML' if devices.kind == 'nvidia' else 'CPU estimate'})")
-    return res, devices.kind
+    return res, devices
 
 
 def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> tuple[dict[str, Any], ReplayOutcome]:
-    from gpusched.real.compare import compare
+    from gpusched.real.compare import compare, energy_mismatch
 
     prof = profile_dir(cfg) or cmd_profile(cfg, wl, scn, out / "profile")
-    res, kind = cmd_replay(cfg, wl, scn, out / "real", prof)
+    res, devices = cmd_replay(cfg, wl, scn, out / "real", prof)
     name, seed = str(cfg["policy"]), int(cfg["seed"])
     agent_path, kw = cfg.get("agent_path"), dict(cfg.get("policy_kwargs") or {})
+    no_energy = ("CPU power is an estimate and the simulator has no CPU power model" if devices.kind != "nvidia"
+                 else energy_mismatch(devices.names(), wl.topology))
     doc: dict[str, Any] = compare(wl, prof, lambda: make_policy(name, scn, seed, agent_path, kw), res.result, seed,
-                                  energy=kind == "nvidia", base=scn.model)
+                                  energy=no_energy is None, base=scn.model)
     doc["real_status"], doc["unfinished"] = res.status, list(res.unfinished)
+    doc["energy_not_compared"] = no_energy  # why not (None: compared)
     doc["command"] = " ".join(["gpusched-real", *sys.argv[1:]])
     write_json_atomic(out / "compare.json", doc)
     print(f"simulator (calibrated from {prof.run_dir}) vs real, policy {name}:")
@@ -111,8 +114,8 @@ def cmd_compare(cfg: dict[str, Any], wl: RealWorkload, scn: Any, out: Path) -> t
     for k, e in doc["error"].items():
         r, s, e0 = doc["real"][k], doc["sim"][k], doc["error_no_startup"][k]
         print(f"  {k:<12}{r:>10.2f}{s:>10.2f}{e * 100:>8.1f}%{e0 * 100:>12.1f}%")
-    if kind != "nvidia":
-        print("  energy: CPU power is an estimate and the simulator has no CPU power model: not compared")
+    if no_energy is not None:
+        print(f"  energy: {no_energy}: not compared")
     print(f"  -> {out / 'compare.json'}")
     return doc, res
 

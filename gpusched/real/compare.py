@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -115,6 +116,19 @@ def compare(wl: RealWorkload, prof: ProfileResult, make_policy: Callable[[], Pol
         "real_jct_s": per_job_real, "startup_s": prof.startup_s,
         "profile_factors": np.asarray(prof.factors).tolist(), "base_iter_s": prof.base_iter_s,
     }
+
+
+def energy_mismatch(device_names: list[str], topology: Topology) -> str | None:
+    """Why the simulator's energy cannot be compared with these devices' (None: it can). Its power model is the
+    scenario's GPU types', so each device must be of its GPU's type: the type (less a memory suffix such as
+    ``M16``) must appear in the device's name, spaces and dashes ignored ("V100" in "Tesla V100-SXM2-16GB")."""
+    if len(device_names) != topology.n_gpus:
+        return f"{len(device_names)} devices, the scenario has {topology.n_gpus} GPUs"
+    for g, name in enumerate(device_names):
+        gpu_type = topology.gpu_type_of(g)
+        if re.sub(r"M\d+$", "", gpu_type).upper() not in re.sub(r"[\s-]", "", name).upper():
+            return f"GPU {g} is a {name}, the scenario's power model a {gpu_type}"
+    return None
 
 
 def check_same_jobs(real: RunResult, sim: RunResult) -> None:

@@ -54,3 +54,16 @@ def test_compare_refuses_runs_that_finished_different_jobs(tmp_path: Path) -> No
     doc = compare(wl, _profile([1.0], tmp_path, startup=0.0), Fifo, assemble_result(recs, 1, 4.0, 0.0, 4.0, 0.0), 0,
                   energy=False)
     assert doc["error"] == {"avg_jct_s": pytest.approx(0.0), "makespan_s": pytest.approx(0.0)}
+
+
+def test_energy_is_compared_only_on_the_scenarios_gpu_types() -> None:
+    """The simulator's power model is the scenario's GPU type's: an H200 run of a V100 scenario (seen: +365 %
+    "error") is not compared; names match with spaces, dashes and a memory suffix ignored."""
+    from gpusched.real.compare import energy_mismatch
+
+    v100 = Topology.build([NodeGroup(1, 1, "V100M16", 16.0)])
+    assert energy_mismatch(["Tesla V100-SXM2-16GB"], v100) is None
+    assert energy_mismatch(["NVIDIA H200"], v100) == "GPU 0 is a NVIDIA H200, the scenario's power model a V100M16"
+    mixed = Topology.build([NodeGroup(1, 1, "H100", 80.0), NodeGroup(1, 1, "RTX6000", 24.0)])
+    assert energy_mismatch(["NVIDIA H100 80GB HBM3", "Quadro RTX 6000"], mixed) is None
+    assert energy_mismatch(["NVIDIA H100 80GB HBM3"], mixed) == "1 devices, the scenario has 2 GPUs"
