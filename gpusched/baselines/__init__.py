@@ -12,6 +12,7 @@ Each name's one-line semantics and implementing module are its :data:`POLICIES` 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -22,6 +23,7 @@ from gpusched.baselines.ordering import (
     AgedMlfqOrder,
     FifoOrder,
     LasOrder,
+    LeasedOrder,
     OrderKey,
     SjfOrder,
     SrtfOrder,
@@ -60,9 +62,14 @@ def srtf(
 
 
 def las(
-    round_s: float = PREEMPTIVE_ROUND_S, head_of_line: bool = True, events: bool = True
+    round_s: float = PREEMPTIVE_ROUND_S, head_of_line: bool = True, events: bool = True, lease_rounds: float = 0.0
 ) -> QueueScheduler:
-    return _preemptive("las", LasOrder(), round_s, head_of_line, events)
+    """``lease_rounds`` > 0: a started job keeps its GPUs for that many round lengths (:class:`LeasedOrder`);
+    0 (default) is plain LAS."""
+    if not (math.isfinite(lease_rounds) and lease_rounds >= 0):
+        raise ValueError(f"las.lease_rounds must be a number >= 0, got {lease_rounds}")
+    order: OrderKey = LasOrder() if lease_rounds == 0 else LeasedOrder(LasOrder(), lease_rounds * round_s)
+    return _preemptive("las", order, round_s, head_of_line, events)
 
 
 def tiresias(

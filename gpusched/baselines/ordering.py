@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from gpusched_env.catalog import base_iter_s
+from gpusched_env.rounds import ROUND_EPS_S
 from gpusched_env.types import Job
 from gpusched_env.view import ClusterView
 
@@ -93,6 +94,26 @@ class LasOrder:
 
     def __call__(self, view: ClusterView, job: Job) -> Key:
         return (view.attained_gpu_s(job.job_id), job.arrival_s, job.job_id)
+
+
+class LeasedOrder:
+    """``inner``'s order, except that a running job in its first ``lease_s`` seconds since it was
+    (re)started comes first, so a preemptive round never takes its GPUs inside that lease (Tiresias's
+    lease, as a minimum quantum; 1 ms of slack, as :class:`~gpusched_env.rounds.RoundClock`). Against two
+    jobs of equal attained service taking each other's GPUs every round."""
+
+    is_arrival_order = False
+    static = False
+
+    def __init__(self, inner: OrderKey, lease_s: float) -> None:
+        self.inner, self.lease_s = inner, float(lease_s)
+        self.name = inner.name
+        self.pending_static = getattr(inner, "pending_static", inner.static)  # a pending job holds no lease
+
+    def __call__(self, view: ClusterView, job: Job) -> Key:
+        a = view.running.get(job.job_id)
+        leased = a is not None and view.now - a.since_s < self.lease_s - ROUND_EPS_S
+        return (0.0 if leased else 1.0, *self.inner(view, job))
 
 
 class TiresiasOrder:

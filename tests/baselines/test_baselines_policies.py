@@ -105,6 +105,28 @@ def test_aged_mlfq_order_by_hand():
             AgedMlfqOrder(**bad)
 
 
+def test_las_lease_keeps_a_started_job_for_its_rounds():
+    """lease_rounds=2 (720 s at 360 s rounds): job 0, started at t = 0, keeps its GPU at the 360 s round and
+    loses it at 720 s, as plain LAS takes it at 360 s (test below); a pending job holds no lease."""
+    s = make_state(1, 2)
+    for j in (job(0, 1), job(1, 1)):
+        s.submit(j)
+    run_on(s, 0, (0,))
+    run_on(s, 1, (1,), now=300.0)
+    s.submit(job(2, 1))
+    prog = Progress(s, attained={0: 900.0, 1: 100.0})
+    leased = get_policy("las", lease_rounds=2)
+    assert step(leased, s, make_view(s, 360.0, progress=prog)) == []
+    out = step(get_policy("las", lease_rounds=2), s, make_view(s, 720.0, progress=prog))
+    assert out == [Preempt(0), Start(2, (0,))]
+    # after that round: job 1 (started at 300 s) and job 2 (started now) hold leases; job 0, queued again, none
+    keys = {j: leased.order(make_view(s, 720.0, progress=prog), s.jobs[j]) for j in (0, 1, 2)}
+    assert [keys[j][0] for j in (0, 1, 2)] == [1.0, 0.0, 0.0]
+    assert keys[0][1:] == (900.0, 0.0, 0)  # then LAS's key as it is
+    with pytest.raises(ValueError, match="lease_rounds"):
+        get_policy("las", lease_rounds=-1.0)
+
+
 def test_las_round_preempts_most_served():
     s = make_state(1, 2)
     s.submit(job(0, 1))
