@@ -187,18 +187,8 @@ class PowerLedger:
     def change(self, now: float, k: int, fill: float | None = None) -> None:
         """:meth:`account` to ``now``, :meth:`apply_loads` ``(k, fill)`` and :meth:`mark` ``(now)``, the
         same steps in one call (a change of loads at ``now`` with nothing read between them)."""
-        dt = now - self._last_t
-        if dt > 0:
-            self.energy_j += self.cluster_power * dt
-            self.busy_gpu_s += self.busy_gpus * dt
-            self._last_t = now
-        if self.compiled:
-            same = fill is not None
-            delta, dbusy = _loads_fn(self._f, self._i, k, self._n, self._nn, self._sleepy, same, fill if same else 0.0)
-            self.cluster_power += delta
-            self.busy_gpus += dbusy
-        else:
-            self.apply_loads(k, fill)
+        self.account(now)
+        self.apply_loads(k, fill)
         if self.timeline is not None:
             self.mark(now)
 

@@ -652,7 +652,6 @@ class Simulator:
         slow, last_gpus, jobs_of, spec_of = speed._slow, self._last_gpus, state.jobs, self._spec_cache
         done, class_of = self.done, _CLASS_INDEX
         round_s = self._round_s if self.model.completion_at_round else None
-        env, origin, on_due = self.env, self._first_arrival, self._on_due
         for jid in jobs:
             run = runs[jid]
             alloc = running[jid]
@@ -679,19 +678,7 @@ class Simulator:
                 for g in placed:
                     watts += power_l[g]
             run.power_w = watts
-            # self._complete_after(jid, run, now, job.work_iters - done[jid], round_s), written out
-            left = job.work_iters - done[jid]
-            wait = run.resume_at - now
-            delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
-            if round_s:
-                delay = origin + math.ceil((now + delay - origin) / round_s - 1e-9) * round_s - now
-            due = run.due = now + delay
-            armed = run.armed_at
-            if armed is None or armed > due:
-                version = run.version = run.version + 1
-                t = run.armed_at = env.now + delay
-                heapq.heappush(env.heap, (t, NORMAL, env.order, on_due, (jid, run, version)))
-                env.order += 1
+            self._complete_after(jid, run, now, job.work_iters - done[jid], round_s)
 
     def _complete_after(self, jid: int, run: _Run, now: float, left: float, round_s: float | None) -> None:
         """:meth:`_schedule_completion` and :meth:`_arm` written out (the same floats) for a job with
@@ -699,8 +686,7 @@ class Simulator:
         wait = run.resume_at - now
         delay = (wait if wait > 0.0 else 0.0) + (left if left > 0.0 else 0.0) * run.iter_s
         if round_s:  # PAL's simulator notices completions at round boundaries (as _schedule_completion)
-            origin = self._first_arrival  # round_delay(now, delay, origin, round_s), written out
-            delay = origin + math.ceil((now + delay - origin) / round_s - 1e-9) * round_s - now
+            delay = round_delay(now, delay, self._first_arrival, round_s)
         due = run.due = now + delay
         armed = run.armed_at
         if armed is None or armed > due:
